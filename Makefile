@@ -1,0 +1,75 @@
+# The verbs a user and CI need. `make run` and `make test` work on a fresh machine:
+# each does every set-up step it depends on.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+STATE  ?= .state
+PYTEST_ARGS ?=
+
+.PHONY: install setup etcd34 envtest test test-unit test-etcd test-kube test-chaos test-coverage \
+        test-integration run lint proto bench clean kind-create kind-delete deploy-test test-e2e
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; v=sys.version_info[:2]; sys.exit(0 if (3,11)<=v<=(3,13) else "Python 3.11-3.13 needed, found %d.%d" % v)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[test,dev]'
+	touch $@
+
+# etcd 3.4 from Debian, for the version tests; only where apt exists and we are root.
+etcd34:
+	@if [ -x /usr/bin/etcd ] && /usr/bin/etcd --version 2>/dev/null | grep -q 'etcd Version: 3.4'; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian etcd-server (etcd 3.4)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null) \
+	    || echo "etcd 3.4 not installed; its tests will skip (fail under CI=true)"; \
+	  pkill -x etcd 2>/dev/null || true; \
+	else echo "no apt: etcd 3.4 tests will skip"; fi
+
+# kube-apiserver and kubectl for the kube tier, built once into ~/.cache (see tests/envtest/).
+envtest:
+	@tests/envtest/build.sh >/dev/null
+
+setup: install etcd34 envtest
+
+test: setup
+	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc = 5 ]; then echo "pytest collected no tests: failing loudly"; exit 1; fi; exit $$rc
+
+test-unit: install
+	$(BIN)/pytest tests/unit tests/runtime tests/actors $(PYTEST_ARGS)
+
+test-etcd: install etcd34
+	$(BIN)/pytest tests/etcd $(PYTEST_ARGS)
+
+test-kube: install envtest
+	$(BIN)/pytest tests/kube $(PYTEST_ARGS)
+
+test-chaos: install
+	$(BIN)/pytest tests/chaos $(PYTEST_ARGS)
+
+test-integration: setup
+	$(BIN)/pytest tests/etcd tests/kube tests/local $(PYTEST_ARGS)
+
+test-coverage: setup
+	$(BIN)/pytest --cov=supervisor --cov=actors --cov-report=term-missing $(PYTEST_ARGS)
+
+run: install
+	$(BIN)/etcd-supervisor --log-format text local deploy/examples/local-cluster.yaml --state-dir $(STATE)
+
+lint: install
+	$(BIN)/ruff check supervisor actors tests bench
+	$(BIN)/mypy supervisor actors
+	$(BIN)/lint-imports
+
+proto: install
+	$(BIN)/python proto/generate.py
+
+bench: install
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(STATE) .pytest_cache .mypy_cache .ruff_cache bench/results

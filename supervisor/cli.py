@@ -1,0 +1,46 @@
+"""`etcd-supervisor`: the process entry. Subcommands wire adapters to the actors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from supervisor import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="etcd-supervisor",
+        description="Keeps etcd clusters alive: on Kubernetes (run) or as local processes (local).",
+    )
+    parser.add_argument("--version", action="version", version=f"etcd-supervisor {__version__}")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log verbosity"
+    )
+    parser.add_argument("--log-format", default="json", choices=["json", "text"], help="log line format")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="operate EtcdCluster resources in a Kubernetes cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config, then ~/.kube/config)")
+    run.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        help="namespace to watch (repeatable; default: all)",
+    )
+
+    local = sub.add_parser("local", help="run clusters as etcd processes on loopback, no Kubernetes")
+    local.add_argument("file", help="YAML file with one or more EtcdCluster documents")
+    local.add_argument("--state-dir", default=".state", help="where member data and status.json live")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    print(f"etcd-supervisor {args.command}: not implemented yet", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

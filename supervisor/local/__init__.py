@@ -1,0 +1,1 @@
+"""Adapter package (filled in by its issue)."""

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and kubectl from the Go module pinned in go.mod into a cache
+# outside the clone, once per version. Prints the directory holding the binaries.
+# $KUBEBUILDER_ASSETS (the envtest convention) wins when it already holds kube-apiserver.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ]; then
+  echo "$KUBEBUILDER_ASSETS"; exit 0
+fi
+version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3}' "$here/go.mod")
+out="${XDG_CACHE_HOME:-$HOME/.cache}/etcd-supervisor/envtest/$version"
+if [ ! -x "$out/kube-apiserver" ] || [ ! -x "$out/kubectl" ]; then
+  mkdir -p "$out"
+  echo "building kube-apiserver and kubectl $version into $out (once; takes a while)" >&2
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$out/" \
+     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl) >&2
+fi
+echo "$out"
