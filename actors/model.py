@@ -1,0 +1,232 @@
+"""Values of the domain: what the user asked for, what was observed, what the status says.
+
+Everything here is an immutable attrs record with no I/O and no async runtime, so plan.py can
+decide from these alone and tests can build them by hand.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+from attrs import field, frozen
+
+API_GROUP = "etcd.io"
+API_VERSION = "v1alpha1"
+KIND = "EtcdCluster"
+
+DEFAULT_SIZE = 3
+MIN_SIZE = 1
+MAX_SIZE = 9
+DEFAULT_VERSION = "3.5.21"
+DEFAULT_REPOSITORY = "quay.io/coreos/etcd"
+DEFAULT_STORAGE_SIZE = "10Gi"
+
+
+@frozen(order=True)
+class ClusterRef:
+    """A cluster's identity: the namespace and name of its EtcdCluster resource."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class ReclaimPolicy(str, enum.Enum):
+    """What happens to member volumes when the cluster is deleted."""
+
+    RETAIN = "Retain"
+    DELETE = "Delete"
+
+
+class ImageFamily(str, enum.Enum):
+    """Container images configure etcd differently; detected from the repository."""
+
+    OFFICIAL = "official"  # quay.io/coreos/etcd, gcr.io/etcd-development/etcd: flags, tag "v3.5.21"
+    BITNAMI = "bitnami"  # bitnami/etcd: ETCD_* environment and its own scripts, tag "3.5.21"
+
+
+@frozen
+class StorageSpec:
+    size: str = DEFAULT_STORAGE_SIZE
+    storage_class_name: str | None = None
+    reclaim_policy: ReclaimPolicy = ReclaimPolicy.RETAIN
+
+
+@frozen
+class ResourceSpec:
+    requests: Mapping[str, str] = field(factory=dict)
+    limits: Mapping[str, str] = field(factory=dict)
+
+
+@frozen
+class ClusterSpec:
+    """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
+
+    size: int = DEFAULT_SIZE
+    version: str = DEFAULT_VERSION
+    repository: str = DEFAULT_REPOSITORY
+    storage: StorageSpec = field(factory=StorageSpec)
+    tls_enabled: bool = True
+    resources: ResourceSpec = field(factory=ResourceSpec)
+    # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
+    debug_sidecar: bool = False
+
+    @property
+    def image_family(self) -> ImageFamily:
+        return ImageFamily.BITNAMI if "bitnami/" in self.repository else ImageFamily.OFFICIAL
+
+    @property
+    def image(self) -> str:
+        tag = self.version if self.image_family is ImageFamily.BITNAMI else f"v{self.version}"
+        return f"{self.repository}:{tag}"
+
+
+@frozen
+class ClusterResource:
+    """One EtcdCluster as read from Kubernetes or a local YAML file."""
+
+    ref: ClusterRef
+    spec: ClusterSpec
+    generation: int = 1
+    uid: str = ""
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+class Phase(str, enum.Enum):
+    CREATING = "Creating"
+    RUNNING = "Running"
+    SCALING = "Scaling"
+    FAILED = "Failed"
+    RECOVERING = "Recovering"
+
+
+class Role(str, enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    LEARNER = "learner"
+    UNKNOWN = "unknown"
+
+
+@frozen
+class Condition:
+    """A Kubernetes-style condition: type, status "True"/"False"/"Unknown", reason, message."""
+
+    type: str
+    status: str
+    reason: str
+    message: str = ""
+    last_transition_time: float = 0.0  # unix seconds; set by the status writer when status flips
+
+
+@frozen
+class MemberStatus:
+    name: str
+    id: str  # hex, as etcdctl prints member IDs
+    peer_url: str
+    client_url: str
+    role: Role = Role.UNKNOWN
+    healthy: bool = False
+    pid: int | None = None  # local runtime only
+
+
+@frozen
+class ClusterStatus:
+    phase: Phase = Phase.CREATING
+    ready_replicas: int = 0
+    observed_generation: int = 0
+    members: tuple[MemberStatus, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+    # Why the phase is what it is, in a sentence (e.g. "quorum lost: 2 of 3 members down").
+    message: str = ""
+
+
+# --- what the member runtime reports ---------------------------------------------------------
+
+
+class ProcessState(str, enum.Enum):
+    """Where a member's process (or pod) stands, as its runtime sees it."""
+
+    ABSENT = "absent"  # never started, or deleted
+    STARTING = "starting"  # launched, not yet known to serve
+    RUNNING = "running"
+    EXITED = "exited"  # stopped or crashed; data may still be there
+
+
+@frozen
+class MemberUrls:
+    peer_url: str
+    client_url: str
+
+
+@frozen
+class RuntimeMember:
+    """A member as its runtime knows it: identity, addresses, process and data state."""
+
+    name: str
+    urls: MemberUrls
+    state: ProcessState
+    has_data: bool  # a data directory / volume with etcd's member/ tree exists
+    pid: int | None = None
+    # Exits since the member last ran healthily; a crash loop suggests corrupt data.
+    consecutive_failures: int = 0
+    exit_code: int | None = None
+
+
+@frozen
+class MemberLaunch:
+    """Everything a runtime needs to start one etcd member."""
+
+    cluster: ClusterRef
+    name: str
+    urls: MemberUrls
+    # name -> peer URL of every member etcd should know at start, this one included.
+    initial_cluster: tuple[tuple[str, str], ...]
+    # "new" only for the seed of a brand-new cluster; "existing" for every member added later.
+    initial_cluster_state: str
+    spec: ClusterSpec
+
+    def initial_cluster_flag(self) -> str:
+        return ",".join(f"{name}={url}" for name, url in self.initial_cluster)
+
+
+@frozen
+class EtcdMember:
+    """A member as etcd's membership list has it. A learner not yet started has no name."""
+
+    id: int
+    name: str
+    peer_urls: tuple[str, ...]
+    client_urls: tuple[str, ...]
+    is_learner: bool
+
+
+@frozen
+class MemberHealth:
+    """One member's answer to a Status call."""
+
+    member_id: int
+    leader_id: int
+    raft_index: int
+    raft_applied_index: int
+    is_learner: bool
+    db_size: int
+    errors: tuple[str, ...] = ()
+
+
+def member_name(cluster: ClusterRef, ordinal: int) -> str:
+    """Members are named <cluster>-<ordinal>; ordinals are never reused, so a replacement is new."""
+    return f"{cluster.name}-{ordinal}"
+
+
+def member_ordinal(cluster: ClusterRef, name: str) -> int | None:
+    prefix = f"{cluster.name}-"
+    if not name.startswith(prefix):
+        return None
+    tail = name[len(prefix) :]
+    return int(tail) if tail.isdigit() else None
+

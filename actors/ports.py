@@ -1,0 +1,95 @@
+"""The ports the actors need from the outside world, as Protocols.
+
+Adapters implement them: supervisor.local (etcd processes on loopback) and supervisor.kube
+(pods and volumes) for MemberRuntime; supervisor.etcd for EtcdAdmin; the CLI wires them.
+Actor tests use small in-memory fakes of these, never of etcd itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from actors.model import (
+    ClusterRef,
+    ClusterStatus,
+    EtcdMember,
+    MemberHealth,
+    MemberLaunch,
+    MemberUrls,
+    RuntimeMember,
+)
+
+# Called by a runtime, without blocking, whenever a member's process or data changes, so the
+# cluster actor re-observes at once instead of waiting for its next health tick.
+MemberChanged = Callable[[str], None]
+
+
+class MemberRuntime(Protocol):
+    """Where a cluster's members live: processes on loopback, or pods with volumes.
+
+    Every method is idempotent, and all state is read back from the runtime itself (disk,
+    API server), never from memory, so a restarted actor sees what really exists.
+    """
+
+    async def list_members(self, cluster: ClusterRef) -> Sequence[RuntimeMember]:
+        """Every member this runtime holds for the cluster, running or not."""
+        ...
+
+    async def allocate_member(self, cluster: ClusterRef, name: str) -> MemberUrls:
+        """Reserve a member's addresses (ports, DNS names) before etcd is told about it."""
+        ...
+
+    async def start_member(self, launch: MemberLaunch) -> None:
+        """Start (or restart, keeping its data) one member. A no-op if it already runs."""
+        ...
+
+    async def stop_member(self, cluster: ClusterRef, name: str) -> None:
+        """Stop a member's process, keeping its data."""
+        ...
+
+    async def delete_member(self, cluster: ClusterRef, name: str) -> None:
+        """Stop a member and delete its data and addresses."""
+        ...
+
+    async def delete_cluster(self, cluster: ClusterRef, *, keep_data: bool) -> None:
+        """Remove everything the runtime holds for the cluster (data too unless keep_data)."""
+        ...
+
+    def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
+        """Call on_change(member name) on every change; returns a function that unsubscribes."""
+        ...
+
+
+class StatusSink(Protocol):
+    """Where a cluster's status goes: status.json files locally, the status subresource on Kubernetes."""
+
+    async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None: ...
+
+
+class EventSink(Protocol):
+    """The audit trail: one record per operation performed on a cluster (Kubernetes Events)."""
+
+    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None: ...
+
+
+class EtcdAdmin(Protocol):
+    """The etcd operations the actors perform, aimed at a set of client endpoints.
+
+    Errors are the typed exceptions of actors.errors, so plan code can tell a learner that
+    is not yet in sync from an unreachable cluster.
+    """
+
+    async def member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]: ...
+
+    async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember: ...
+
+    async def promote(self, endpoints: Sequence[str], member_id: int) -> None: ...
+
+    async def remove(self, endpoints: Sequence[str], member_id: int) -> None: ...
+
+    async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None: ...
+
+    async def member_health(self, client_url: str) -> MemberHealth:
+        """Status of exactly this member (never failed over to another one)."""
+        ...
