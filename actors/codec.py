@@ -1,0 +1,271 @@
+"""EtcdCluster documents <-> domain records.
+
+The daemon's own reading of a resource: the CRD schema rejects what it can at `kubectl apply`,
+and this applies the same rules to what reaches the daemon another way (a local YAML file, an
+object stored before the CRD was tightened). Every rule broken is reported with the field's
+path and the rule, never just the first one, and nothing is silently changed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from attrs import frozen
+
+from actors.model import (
+    API_GROUP,
+    API_VERSION,
+    DEFAULT_REPOSITORY,
+    DEFAULT_SIZE,
+    DEFAULT_STORAGE_SIZE,
+    DEFAULT_VERSION,
+    KIND,
+    MAX_SIZE,
+    MIN_SIZE,
+    ClusterRef,
+    ClusterResource,
+    ClusterSpec,
+    ClusterStatus,
+    Condition,
+    MemberStatus,
+    ReclaimPolicy,
+    ResourceSpec,
+    StorageSpec,
+)
+
+VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
+# A Kubernetes quantity that makes sense for a volume: positive, with an optional binary or
+# decimal suffix (e.g. 10Gi, 500M, 1073741824).
+QUANTITY_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+# Member names are <cluster>-<ordinal> and become DNS labels, which cap at 63 characters.
+NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME_LENGTH = 50
+
+
+@frozen
+class SpecError:
+    """One broken rule: where (a dotted path) and which rule."""
+
+    field: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.rule}"
+
+
+@frozen
+class DocumentError:
+    """A document that could not become a ClusterResource, and every reason why."""
+
+    index: int  # position in a multi-document file, from 0
+    name: str  # namespace/name when the metadata was readable, else ""
+    errors: tuple[SpecError, ...]
+
+    def __str__(self) -> str:
+        where = f"document {self.index}" + (f" ({self.name})" if self.name else "")
+        return f"{where}: " + "; ".join(str(e) for e in self.errors)
+
+
+class InvalidCluster(ValueError):
+    def __init__(self, errors: tuple[SpecError, ...]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+class _Reader:
+    """Walks a document, collecting errors instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[SpecError] = []
+
+    def fail(self, field: str, rule: str) -> None:
+        self.errors.append(SpecError(field, rule))
+
+    def mapping(self, doc: Mapping[str, Any], key: str, path: str, allowed: set[str]) -> Mapping[str, Any]:
+        value = doc.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.fail(path, "must be an object")
+            return {}
+        for unknown in sorted(set(value) - allowed):
+            self.fail(f"{path}.{unknown}", "unknown field")
+        return value
+
+    def string(self, doc: Mapping[str, Any], key: str, path: str, default: str | None) -> str | None:
+        value = doc.get(key, default)
+        if value is None or isinstance(value, str):
+            return value
+        self.fail(path, f"must be a string (got {value!r})")
+        return default
+
+    def boolean(self, doc: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+        value = doc.get(key, default)
+        if isinstance(value, bool):
+            return value
+        self.fail(path, f"must be true or false (got {value!r})")
+        return default
+
+    def string_map(self, doc: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
+        value = doc.get(key) or {}
+        if not isinstance(value, Mapping):
+            self.fail(path, "must be an object of strings")
+            return {}
+        out = {}
+        for k, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, str | int | float):
+                self.fail(f"{path}.{k}", f"must be a quantity string (got {v!r})")
+            else:
+                out[str(k)] = str(v)
+        return out
+
+
+SPEC_FIELDS = {"size", "version", "repository", "storage", "security", "resources", "debug"}
+
+
+def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> ClusterSpec:
+    r = reader or _Reader()
+    for unknown in sorted(set(spec) - SPEC_FIELDS):
+        r.fail(f"spec.{unknown}", "unknown field")
+
+    size = spec.get("size", DEFAULT_SIZE)
+    if isinstance(size, bool) or not isinstance(size, int):
+        r.fail("spec.size", f"must be an integer (got {size!r})")
+        size = DEFAULT_SIZE
+    elif not MIN_SIZE <= size <= MAX_SIZE:
+        r.fail("spec.size", f"must be between {MIN_SIZE} and {MAX_SIZE} (got {size})")
+
+    version = r.string(spec, "version", "spec.version", DEFAULT_VERSION) or ""
+    if not VERSION_PATTERN.match(version):
+        r.fail("spec.version", f"must look like 3.5.21: MAJOR.MINOR.PATCH digits (got {version!r})")
+
+    repository = r.string(spec, "repository", "spec.repository", DEFAULT_REPOSITORY) or ""
+    if not repository.strip():
+        r.fail("spec.repository", "must not be empty")
+
+    storage_doc = r.mapping(spec, "storage", "spec.storage", {"size", "storageClassName", "reclaimPolicy"})
+    storage_size = r.string(storage_doc, "size", "spec.storage.size", DEFAULT_STORAGE_SIZE) or ""
+    if not QUANTITY_PATTERN.match(storage_size) or float(re.sub(r"[^0-9.]", "", storage_size) or 0) <= 0:
+        r.fail("spec.storage.size", f"must be a positive quantity such as 10Gi (got {storage_size!r})")
+    reclaim = r.string(storage_doc, "reclaimPolicy", "spec.storage.reclaimPolicy", ReclaimPolicy.RETAIN.value)
+    if reclaim not in {p.value for p in ReclaimPolicy}:
+        r.fail("spec.storage.reclaimPolicy", f"must be Retain or Delete (got {reclaim!r})")
+        reclaim = ReclaimPolicy.RETAIN.value
+    storage = StorageSpec(
+        size=storage_size,
+        storage_class_name=r.string(storage_doc, "storageClassName", "spec.storage.storageClassName", None),
+        reclaim_policy=ReclaimPolicy(reclaim),
+    )
+
+    security = r.mapping(spec, "security", "spec.security", {"tls"})
+    tls = r.mapping(security, "tls", "spec.security.tls", {"enabled"})
+    resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
+    debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
+
+    return ClusterSpec(
+        size=size,
+        version=version,
+        repository=repository,
+        storage=storage,
+        tls_enabled=r.boolean(tls, "enabled", "spec.security.tls.enabled", True),
+        resources=ResourceSpec(
+            requests=r.string_map(resources_doc, "requests", "spec.resources.requests"),
+            limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),
+        ),
+        debug_sidecar=r.boolean(debug, "networkSidecar", "spec.debug.networkSidecar", False),
+    )
+
+
+def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterResource:
+    """One EtcdCluster object (as YAML/JSON decoded) -> ClusterResource, or InvalidCluster."""
+    r = _Reader()
+    if not isinstance(doc, Mapping):
+        raise InvalidCluster((SpecError("(document)", "must be an EtcdCluster object"),))
+    expected_api = f"{API_GROUP}/{API_VERSION}"
+    if doc.get("apiVersion") != expected_api:
+        r.fail("apiVersion", f"must be {expected_api} (got {doc.get('apiVersion')!r})")
+    if doc.get("kind") != KIND:
+        r.fail("kind", f"must be {KIND} (got {doc.get('kind')!r})")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name) or len(name) > MAX_NAME_LENGTH:
+        r.fail(
+            "metadata.name",
+            f"must be a DNS label of at most {MAX_NAME_LENGTH} characters (got {name!r})",
+        )
+        name = ""
+    namespace = meta.get("namespace") or default_namespace
+    spec_doc = doc.get("spec") or {}
+    if not isinstance(spec_doc, Mapping):
+        r.fail("spec", "must be an object")
+        spec_doc = {}
+    spec = parse_spec(spec_doc, r)
+    if r.errors:
+        raise InvalidCluster(tuple(r.errors))
+    generation = meta.get("generation", 1)
+    return ClusterResource(
+        ref=ClusterRef(namespace=str(namespace), name=name),
+        spec=spec,
+        generation=generation if isinstance(generation, int) else 1,
+        uid=str(meta.get("uid", "")),
+    )
+
+
+def parse_cluster_documents(text: str) -> list[ClusterResource | DocumentError]:
+    """A multi-document YAML file -> one entry per non-empty document, in order."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        return [DocumentError(0, "", (SpecError("(file)", f"is not valid YAML: {exc}"),))]
+    out: list[ClusterResource | DocumentError] = []
+    for index, doc in enumerate(docs):
+        try:
+            out.append(parse_cluster(doc))
+        except InvalidCluster as exc:
+            meta = doc.get("metadata") if isinstance(doc, Mapping) else None
+            name = ""
+            if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
+                name = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            out.append(DocumentError(index, name, exc.errors))
+    return out
+
+
+def _condition_to_dict(c: Condition) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(c.last_transition_time, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "type": c.type,
+        "status": c.status,
+        "reason": c.reason,
+        "message": c.message,
+        "lastTransitionTime": stamp,
+    }
+
+
+def _member_to_dict(m: MemberStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": m.name,
+        "id": m.id,
+        "peerURL": m.peer_url,
+        "clientURL": m.client_url,
+        "role": m.role.value,
+        "healthy": m.healthy,
+    }
+    if m.pid is not None:
+        out["pid"] = m.pid
+    return out
+
+
+def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
+    """ClusterStatus -> the EtcdCluster status object (camelCase, as the CRD declares it)."""
+    return {
+        "phase": status.phase.value,
+        "readyReplicas": status.ready_replicas,
+        "observedGeneration": status.observed_generation,
+        "members": [_member_to_dict(m) for m in status.members],
+        "conditions": [_condition_to_dict(c) for c in status.conditions],
+        "message": status.message,
+    }

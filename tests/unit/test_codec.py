@@ -1,0 +1,132 @@
+"""The daemon's own reading of EtcdCluster documents: defaults, every broken rule named."""
+
+import pytest
+
+from actors.codec import InvalidCluster, parse_cluster, parse_cluster_documents, status_to_dict
+from actors.model import (
+    ClusterRef,
+    ClusterSpec,
+    ClusterStatus,
+    Condition,
+    ImageFamily,
+    MemberStatus,
+    Phase,
+    ReclaimPolicy,
+    Role,
+)
+
+
+def doc(spec=None, name="demo", **meta):
+    return {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name, **meta},
+        "spec": spec if spec is not None else {},
+    }
+
+
+def errors_of(document):
+    with pytest.raises(InvalidCluster) as info:
+        parse_cluster(document)
+    return {e.field: e.rule for e in info.value.errors}
+
+
+def test_empty_spec_gets_the_documented_defaults():
+    resource = parse_cluster(doc())
+    assert resource.ref == ClusterRef("default", "demo")
+    assert resource.spec == ClusterSpec()
+    assert resource.spec.size == 3
+    assert resource.spec.tls_enabled is True
+    assert resource.spec.debug_sidecar is False
+    assert resource.spec.storage.reclaim_policy is ReclaimPolicy.RETAIN
+    assert resource.spec.image == "quay.io/coreos/etcd:v3.5.21"
+
+
+def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
+    spec = parse_cluster(doc({"repository": "bitnami/etcd", "version": "3.5.21"})).spec
+    assert spec.image_family is ImageFamily.BITNAMI
+    assert spec.image == "bitnami/etcd:3.5.21"
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"size": 0}, "spec.size", "between 1 and 9"),
+        ({"size": 10}, "spec.size", "between 1 and 9"),
+        ({"size": "three"}, "spec.size", "integer"),
+        ({"size": True}, "spec.size", "integer"),
+        ({"size": 2.5}, "spec.size", "integer"),
+        ({"version": ""}, "spec.version", "MAJOR.MINOR.PATCH"),
+        ({"version": "v3.5"}, "spec.version", "MAJOR.MINOR.PATCH"),
+        ({"repository": " "}, "spec.repository", "empty"),
+        ({"storage": {"size": "-1Gi"}}, "spec.storage.size", "positive quantity"),
+        ({"storage": {"size": "0"}}, "spec.storage.size", "positive quantity"),
+        ({"storage": {"size": "ten gigs"}}, "spec.storage.size", "positive quantity"),
+        ({"storage": {"reclaimPolicy": "Recycle"}}, "spec.storage.reclaimPolicy", "Retain or Delete"),
+        ({"security": {"tls": {"enabled": "yes"}}}, "spec.security.tls.enabled", "true or false"),
+        ({"sise": 3}, "spec.sise", "unknown field"),
+        ({"storage": {"class": "x"}}, "spec.storage.class", "unknown field"),
+    ],
+)
+def test_each_broken_rule_names_its_field(spec, field, words):
+    errors = errors_of(doc(spec))
+    assert field in errors
+    assert words in errors[field]
+
+
+def test_all_broken_rules_are_reported_not_just_the_first():
+    errors = errors_of(doc({"size": 12, "version": "latest"}, name="Bad_Name"))
+    assert set(errors) == {"spec.size", "spec.version", "metadata.name"}
+
+
+def test_wrong_kind_is_refused():
+    document = doc()
+    document["kind"] = "EtcdBackup"
+    assert "kind" in errors_of(document)
+
+
+def test_a_bad_document_does_not_hide_the_good_ones_in_a_file():
+    text = """
+apiVersion: etcd.io/v1alpha1
+kind: EtcdCluster
+metadata: {name: good, namespace: prod}
+spec: {size: 5}
+---
+apiVersion: etcd.io/v1alpha1
+kind: EtcdCluster
+metadata: {name: bad}
+spec: {size: 0}
+"""
+    good, bad = parse_cluster_documents(text)
+    assert good.ref == ClusterRef("prod", "good") and good.spec.size == 5
+    assert bad.index == 1 and bad.name == "default/bad"
+    assert "spec.size" in str(bad)
+
+
+def test_unparseable_yaml_is_one_error_not_a_crash():
+    (error,) = parse_cluster_documents("spec: [unclosed")
+    assert "not valid YAML" in str(error)
+
+
+def test_status_has_the_crd_shape():
+    status = ClusterStatus(
+        phase=Phase.RUNNING,
+        ready_replicas=1,
+        observed_generation=4,
+        members=(MemberStatus("demo-0", "8e9e05c52164694d", "http://p", "http://c", Role.LEADER, True, 42),),
+        conditions=(Condition("Available", "True", "QuorumHealthy", "1 of 1", 0.0),),
+    )
+    out = status_to_dict(status)
+    assert out["phase"] == "Running" and out["readyReplicas"] == 1 and out["observedGeneration"] == 4
+    assert out["members"] == [
+        {
+            "name": "demo-0",
+            "id": "8e9e05c52164694d",
+            "peerURL": "http://p",
+            "clientURL": "http://c",
+            "role": "leader",
+            "healthy": True,
+            "pid": 42,
+        }
+    ]
+    assert out["conditions"][0]["lastTransitionTime"] == "1970-01-01T00:00:00Z"
