@@ -9,8 +9,8 @@ path and the rule, never just the first one, and nothing is silently changed.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -190,7 +190,8 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         r.fail("apiVersion", f"must be {expected_api} (got {doc.get('apiVersion')!r})")
     if doc.get("kind") != KIND:
         r.fail("kind", f"must be {KIND} (got {doc.get('kind')!r})")
-    meta = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    raw_meta = doc.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     name = meta.get("name")
     if not isinstance(name, str) or not NAME_PATTERN.match(name) or len(name) > MAX_NAME_LENGTH:
         r.fail(

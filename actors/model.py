@@ -34,14 +34,14 @@ class ClusterRef:
         return f"{self.namespace}/{self.name}"
 
 
-class ReclaimPolicy(str, enum.Enum):
+class ReclaimPolicy(enum.StrEnum):
     """What happens to member volumes when the cluster is deleted."""
 
     RETAIN = "Retain"
     DELETE = "Delete"
 
 
-class ImageFamily(str, enum.Enum):
+class ImageFamily(enum.StrEnum):
     """Container images configure etcd differently; detected from the repository."""
 
     OFFICIAL = "official"  # quay.io/coreos/etcd, gcr.io/etcd-development/etcd: flags, tag "v3.5.21"
@@ -97,7 +97,7 @@ class ClusterResource:
 # --- status -------------------------------------------------------------------------------
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     CREATING = "Creating"
     RUNNING = "Running"
     SCALING = "Scaling"
@@ -105,7 +105,7 @@ class Phase(str, enum.Enum):
     RECOVERING = "Recovering"
 
 
-class Role(str, enum.Enum):
+class Role(enum.StrEnum):
     LEADER = "leader"
     FOLLOWER = "follower"
     LEARNER = "learner"
@@ -148,7 +148,7 @@ class ClusterStatus:
 # --- what the member runtime reports ---------------------------------------------------------
 
 
-class ProcessState(str, enum.Enum):
+class ProcessState(enum.StrEnum):
     """Where a member's process (or pod) stands, as its runtime sees it."""
 
     ABSENT = "absent"  # never started, or deleted
@@ -229,4 +229,3 @@ def member_ordinal(cluster: ClusterRef, name: str) -> int | None:
         return None
     tail = name[len(prefix) :]
     return int(tail) if tail.isdigit() else None
-

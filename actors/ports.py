@@ -70,7 +70,9 @@ class StatusSink(Protocol):
 class EventSink(Protocol):
     """The audit trail: one record per operation performed on a cluster (Kubernetes Events)."""
 
-    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None: ...
+    async def record(
+        self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False
+    ) -> None: ...
 
 
 class EtcdAdmin(Protocol):

@@ -1,0 +1,244 @@
+"""plan() and assess(): the cluster's decisions, from hand-built observations."""
+
+from actors.model import (
+    ClusterRef,
+    ClusterSpec,
+    EtcdMember,
+    MemberHealth,
+    MemberUrls,
+    Phase,
+    ProcessState,
+    Role,
+    RuntimeMember,
+)
+from actors.plan import (
+    AddLearner,
+    DeleteRuntimeMember,
+    MoveLeader,
+    Observed,
+    PromoteLearner,
+    RemoveMember,
+    StartMember,
+    StartSeed,
+    Wait,
+    assess,
+    plan,
+)
+
+C = ClusterRef("default", "demo")
+RUNNING, EXITED, ABSENT, STARTING = (
+    ProcessState.RUNNING,
+    ProcessState.EXITED,
+    ProcessState.ABSENT,
+    ProcessState.STARTING,
+)
+
+
+def urls(i):
+    return MemberUrls(f"http://127.0.0.1:{20000 + i}", f"http://127.0.0.1:{30000 + i}")
+
+
+def rt(i, state=RUNNING, has_data=True, failures=0):
+    return RuntimeMember(f"demo-{i}", urls(i), state, has_data, pid=100 + i, consecutive_failures=failures)
+
+
+def em(i, learner=False, started=True):
+    u = urls(i)
+    return EtcdMember(
+        id=1000 + i,
+        name=f"demo-{i}" if started else "",
+        peer_urls=(u.peer_url,),
+        client_urls=(u.client_url,) if started else (),
+        is_learner=learner,
+    )
+
+
+def hl(i, leader=0, index=100, applied=None, learner=False):
+    return MemberHealth(1000 + i, 1000 + leader, index, index if applied is None else applied, learner, 4096)
+
+
+def cluster(n, leader=0):
+    """n healthy voting members, demo-<leader> leading."""
+    return (
+        [rt(i) for i in range(n)],
+        [em(i) for i in range(n)],
+        {f"demo-{i}": hl(i, leader) for i in range(n)},
+    )
+
+
+def decide(size, runtime, members, health):
+    return plan(C, ClusterSpec(size=size), Observed(tuple(runtime), members and tuple(members), health))
+
+
+def test_an_empty_cluster_starts_one_seed_member():
+    assert decide(3, [], None, {}) == StartSeed("demo-0")
+
+
+def test_a_healthy_seed_is_followed_by_one_learner():
+    assert decide(3, *cluster(1)) == AddLearner("demo-1")
+
+
+def test_an_added_learner_is_started_knowing_every_member():
+    runtime, members, health = cluster(1)
+    action = decide(
+        3, [*runtime, rt(1, ABSENT, has_data=False)], [*members, em(1, learner=True, started=False)], health
+    )
+    assert action == StartMember(
+        "demo-1",
+        (("demo-0", urls(0).peer_url), ("demo-1", urls(1).peer_url)),
+        reason="learner added; start it",
+    )
+
+
+def test_a_learner_is_promoted_only_once_caught_up():
+    runtime, members, health = cluster(1)
+    runtime.append(rt(1))
+    members.append(em(1, learner=True))
+    lagging = decide(3, runtime, members, {**health, "demo-1": hl(1, applied=10, learner=True)})
+    assert lagging == Wait("learner demo-1 catching up")
+    caught_up = decide(3, runtime, members, {**health, "demo-1": hl(1, applied=95, learner=True)})
+    assert caught_up == PromoteLearner("demo-1", 1001)
+
+
+def test_nothing_else_changes_while_a_learner_is_in_flight():
+    runtime, members, health = cluster(2)
+    runtime.append(rt(2, STARTING, has_data=False))
+    members.append(em(2, learner=True, started=False))
+    assert isinstance(decide(5, runtime, members, health), Wait)
+
+
+def test_a_learner_no_longer_needed_after_a_size_cut_is_removed():
+    runtime, members, health = cluster(3)
+    runtime.append(rt(3))
+    members.append(em(3, learner=True))
+    action = decide(3, runtime, members, {**health, "demo-3": hl(3, learner=True)})
+    assert isinstance(action, RemoveMember) and action.member_id == 1003
+
+
+def test_a_converged_cluster_needs_nothing():
+    assert decide(3, *cluster(3)) is None
+
+
+def test_an_exited_member_is_restarted_with_its_data():
+    runtime, members, health = cluster(3)
+    runtime[2] = rt(2, EXITED)
+    del health["demo-2"]
+    action = decide(3, runtime, members, health)
+    assert isinstance(action, StartMember) and action.name == "demo-2"
+
+
+def test_a_crash_looping_member_is_replaced_when_quorum_allows():
+    runtime, members, health = cluster(3)
+    runtime[2] = rt(2, EXITED, failures=3)
+    del health["demo-2"]
+    assert decide(3, runtime, members, health) == RemoveMember(
+        1002, "demo-2", reason="crashed 3 times in a row: data presumed corrupt"
+    )
+
+
+def test_a_member_whose_data_is_gone_is_removed_then_a_new_one_added():
+    runtime, members, health = cluster(3)
+    runtime[1] = rt(1, EXITED, has_data=False)
+    del health["demo-1"]
+    action = decide(3, runtime, members, health)
+    assert action == RemoveMember(1001, "demo-1", reason="its data is gone")
+    # After the removal the replacement gets a new name, never demo-1 again.
+    runtime.pop(1)
+    members.pop(1)
+    assert decide(3, runtime, members, health) == AddLearner("demo-3")
+
+
+def test_with_quorum_lost_members_come_back_from_data_and_membership_never_changes():
+    runtime, members, health = cluster(3)
+    runtime[1] = rt(1, EXITED)
+    runtime[2] = rt(2, EXITED, failures=5)
+    health = {"demo-0": health["demo-0"]}
+    first = decide(3, runtime, members, health)
+    assert isinstance(first, StartMember) and first.name == "demo-1"
+    runtime[1] = rt(1, STARTING)
+    second = decide(3, runtime, members, health)
+    # Even a crash-looping member is restarted, not removed, while quorum is gone.
+    assert isinstance(second, StartMember) and second.name == "demo-2"
+    runtime[2] = rt(2, STARTING)
+    assert decide(3, runtime, members, health) == Wait("quorum lost: 1 of 3 voting members healthy")
+
+
+def test_scale_down_removes_unhealthy_members_first_then_the_newest_follower():
+    runtime, members, health = cluster(5, leader=4)
+    runtime[1] = rt(1, EXITED, has_data=True)
+    del health["demo-1"]
+    # demo-1 is down: restarting it comes first...
+    assert isinstance(decide(3, runtime, members, health), StartMember)
+    # ...unless it is starting, when it is still the first to go.
+    runtime[1] = rt(1, STARTING)
+    assert decide(3, runtime, members, health) == RemoveMember(1001, "demo-1", reason="size is 3")
+    runtime, members, health = cluster(5, leader=4)
+    assert decide(3, runtime, members, health) == RemoveMember(1003, "demo-3", reason="size is 3")
+
+
+def test_leadership_moves_away_before_the_leader_is_removed():
+    runtime, members, health = cluster(3, leader=0)
+    runtime[0] = rt(0, STARTING)  # the leader as the others see it, unhealthy itself
+    del health["demo-0"]
+    assert decide(2, runtime, members, health) == MoveLeader("demo-1", 1001, reason="demo-0 is leaving")
+
+
+def test_runtime_leftovers_unknown_to_etcd_are_deleted():
+    runtime, members, health = cluster(3)
+    runtime.append(rt(7, ABSENT, has_data=False))
+    assert decide(3, runtime, members, health) == DeleteRuntimeMember("demo-7", reason="not a member of etcd")
+
+
+def test_with_membership_unknown_members_with_data_restart_and_lost_data_is_reported():
+    assert decide(3, [rt(0, EXITED), rt(1, EXITED)], None, {}) == StartMember(
+        "demo-0", (), reason="restart from its data while membership is unknown"
+    )
+    gone = decide(3, [rt(0, EXITED, has_data=False), rt(1, EXITED, has_data=False)], None, {})
+    assert isinstance(gone, Wait) and "restore from backup" in gone.reason
+    # A lone member that never ran is an interrupted bootstrap: start it as the seed.
+    assert decide(3, [rt(0, ABSENT, has_data=False)], None, {}) == StartSeed("demo-0")
+
+
+def status(size, observed_parts, previous, step):
+    runtime, members, health = observed_parts
+    return assess(
+        ClusterSpec(size=size),
+        Observed(tuple(runtime), members and tuple(members), health),
+        previous=previous,
+        generation=7,
+        step=step,
+        now=50.0,
+    )
+
+
+def test_phases_follow_the_state_machine():
+    assert status(3, cluster(1), Phase.CREATING, AddLearner("demo-1")).phase is Phase.CREATING
+    assert status(3, cluster(3), Phase.CREATING, None).phase is Phase.RUNNING
+    assert status(5, cluster(3), Phase.RUNNING, AddLearner("demo-3")).phase is Phase.SCALING
+    runtime, members, health = cluster(3)
+    runtime[1], runtime[2] = rt(1, EXITED), rt(2, EXITED)
+    lost = (runtime, members, {"demo-0": health["demo-0"]})
+    failed = status(3, lost, Phase.RUNNING, StartMember("demo-1", (), "x"))
+    assert failed.phase is Phase.FAILED
+    available = {c.type: c for c in failed.conditions}["Available"]
+    assert (available.status, available.reason) == ("False", "QuorumLost")
+    runtime[1] = rt(1)
+    partial = (runtime, members, {**lost[2], "demo-1": hl(1)})
+    assert status(3, partial, Phase.FAILED, StartMember("demo-2", (), "x")).phase is Phase.RECOVERING
+    assert status(3, cluster(3), Phase.RECOVERING, None).phase is Phase.RUNNING
+
+
+def test_status_reports_roles_health_and_ready_replicas():
+    runtime, members, health = cluster(3, leader=1)
+    runtime[2] = rt(2, EXITED)
+    del health["demo-2"]
+    result = status(3, (runtime, members, health), Phase.RUNNING, StartMember("demo-2", (), "restart"))
+    assert [(m.name, m.role, m.healthy) for m in result.members] == [
+        ("demo-0", Role.FOLLOWER, True),
+        ("demo-1", Role.LEADER, True),
+        ("demo-2", Role.UNKNOWN, False),
+    ]
+    assert result.ready_replicas == 2 and result.observed_generation == 7
+    assert result.phase is Phase.RUNNING  # healing, not scaling
+    degraded = {c.type: c for c in result.conditions}["Degraded"]
+    assert (degraded.status, degraded.message) == ("True", "unhealthy: demo-2")
