@@ -1,0 +1,79 @@
+"""The actor base class and the loop that feeds it its mailbox."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from supervisor.runtime.errors import ActorStopped
+from supervisor.runtime.handle import Handle
+from supervisor.runtime.mailbox import Mailbox
+from supervisor.runtime.reply import Reply
+from supervisor.runtime.shutdown import open_cleanup_scope
+
+M = TypeVar("M")
+
+
+class Actor(Generic[M]):
+    """Subclass and implement `handle`. One message at a time, in mailbox order.
+
+    `mailbox` and `handle_ref` are set before `on_start` runs. An exception escaping
+    `handle` or `on_start` crashes the actor: it propagates out of its run, and the
+    supervisor decides what happens next. State lives in the instance, so a restart
+    (a fresh instance from the factory) starts from a clean slate.
+    """
+
+    # Subclasses may declare __slots__ too; thousands of idle actors should stay cheap.
+    __slots__ = ("handle_ref", "mailbox")
+
+    mailbox: Mailbox[M]
+    handle_ref: Handle[M]
+
+    async def on_start(self) -> None:
+        """Runs before readiness is reported; restore state from the world here, not from memory."""
+
+    async def on_stop(self) -> None:
+        """Runs when the actor is stopped (not when it crashes), within its shutdown grace period."""
+
+    async def handle(self, msg: M) -> None:
+        raise NotImplementedError
+
+
+async def run_actor(
+    actor: Actor[M],
+    handle: Handle[M],
+    *,
+    task_status: trio.TaskStatus[Handle[M]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run `actor` on the handle's mailbox until cancelled, crashed, or the mailbox closes."""
+    mailbox = handle._mailbox
+    actor.mailbox = mailbox
+    actor.handle_ref = handle
+    # Replies handed to this incarnation and not yet resolved: they die with it.
+    held: list[Reply[Any]] = []
+    try:
+        await actor.on_start()
+        task_status.started(handle)
+        while True:
+            try:
+                msg = await mailbox.receive()
+            except trio.EndOfChannel:
+                return
+            if mailbox._calls:
+                reply = mailbox._claim_call(msg)
+                if reply is not None:
+                    held.append(reply)
+            await actor.handle(msg)
+            if held:
+                held = [r for r in held if not r.done]
+    except trio.Cancelled:
+        # A stop, not a crash: nobody may run this mailbox again, so queued callers are told now
+        # instead of waiting out their timeouts.
+        mailbox._fail_queued_calls(ActorStopped(f"actor {handle.id!r} stopped"))
+        with open_cleanup_scope():
+            await actor.on_stop()
+        raise
+    finally:
+        for reply in held:
+            reply.fail(ActorStopped(f"actor {handle.id!r} exited before replying"))
