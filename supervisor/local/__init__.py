@@ -1,1 +1,9 @@
-"""Adapter package (filled in by its issue)."""
+"""The local runtime: each etcd member is a process on 127.0.0.1, its data under a state directory.
+
+This is the product's embedded default (`etcd-supervisor local FILE`): no Kubernetes, same actors.
+"""
+
+from supervisor.local.runtime import LocalRuntime, open_local_runtime
+from supervisor.local.tls import TlsFiles
+
+__all__ = ["LocalRuntime", "TlsFiles", "open_local_runtime"]

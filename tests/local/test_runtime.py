@@ -1,0 +1,274 @@
+"""The local runtime against real etcd processes on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from actors.model import ClusterRef, MemberLaunch, ProcessState
+from supervisor.local import open_local_runtime
+from supervisor.local.processes import pid_is_alive
+
+from .conftest import CLUSTER, PLAIN, etcdctl, member, start_seed, wait_healthy, wait_member, wait_running
+
+
+async def test_seed_member_starts_serves_and_is_listed(runtime, state_dir: Path) -> None:
+    launch = await start_seed(runtime)
+    assert launch.urls.client_url.startswith("http://127.0.0.1:")
+    running = await wait_running(runtime, "demo-0")
+    assert running.pid is not None and pid_is_alive(running.pid)
+    assert running.urls == launch.urls
+    await wait_healthy(launch.urls.client_url)
+    await etcdctl(launch.urls.client_url, "put", "k", "v")
+    got = await etcdctl(launch.urls.client_url, "get", "k", "--print-value-only")
+    assert got.stdout.decode().strip() == "v"
+
+    member_dir = state_dir / "default" / "demo" / "members" / "demo-0"
+    stored = json.loads((member_dir / "member.json").read_text())
+    assert stored == {"name": "demo-0", "peerURL": launch.urls.peer_url, "clientURL": launch.urls.client_url}
+    assert (member_dir / "etcd.pid").read_text().strip() == str(running.pid)
+    assert (member_dir / "etcd.log").stat().st_size > 0
+    assert (await member(runtime, "demo-0")).has_data
+    # allocate is idempotent and another member never shares its ports
+    assert await runtime.allocate_member(CLUSTER, "demo-0") == launch.urls
+    other = await runtime.allocate_member(ClusterRef("other", "demo"), "demo-0")
+    ours = {launch.urls.peer_url[-5:], launch.urls.client_url[-5:]}
+    assert not ours & {other.peer_url[-5:], other.client_url[-5:]}
+    # start is a no-op while it runs
+    await runtime.start_member(launch)
+    assert (await member(runtime, "demo-0")).pid == running.pid
+
+
+async def test_reopened_runtime_lists_members_from_disk_and_keeps_data(state_dir: Path, etcd_binary) -> None:
+    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as first:
+        launch = await start_seed(first)
+        unstarted = await first.allocate_member(CLUSTER, "demo-1")
+        pid = (await wait_running(first, "demo-0")).pid
+        await wait_healthy(launch.urls.client_url)
+        await etcdctl(launch.urls.client_url, "put", "survives", "restart")
+    assert pid is not None and not pid_is_alive(pid), "closing the runtime stops its members"
+
+    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as second:
+        listed = {m.name: m for m in await second.list_members(CLUSTER)}
+        assert set(listed) == {"demo-0", "demo-1"}
+        assert listed["demo-0"].state is ProcessState.EXITED and listed["demo-0"].has_data
+        assert listed["demo-0"].urls == launch.urls and listed["demo-0"].pid is None
+        assert listed["demo-1"].state is ProcessState.ABSENT and not listed["demo-1"].has_data
+        assert listed["demo-1"].urls == unstarted
+        await second.start_member(
+            MemberLaunch(CLUSTER, "demo-0", launch.urls, launch.initial_cluster, "existing", PLAIN)
+        )
+        await wait_running(second, "demo-0")
+        await wait_healthy(launch.urls.client_url)
+        got = await etcdctl(launch.urls.client_url, "get", "survives", "--print-value-only")
+        assert got.stdout.decode().strip() == "restart"
+
+
+async def test_killed_member_is_reported_and_restarts_with_its_data(runtime) -> None:
+    changes: list[str] = []
+    unsubscribe = runtime.watch_members(CLUSTER, changes.append)
+
+    def broken(name: str) -> None:
+        raise RuntimeError("a buggy subscriber must not break the runtime")
+
+    runtime.watch_members(CLUSTER, broken)
+    launch = await start_seed(runtime)
+    pid = (await wait_running(runtime, "demo-0")).pid
+    assert pid is not None
+    assert "demo-0" in changes  # started, then became ready
+    await wait_healthy(launch.urls.client_url)
+    await etcdctl(launch.urls.client_url, "put", "key", "before-kill")
+
+    changes.clear()
+    os.kill(pid, signal.SIGKILL)
+    exited = await wait_member(runtime, "demo-0", lambda m: m.state is ProcessState.EXITED)
+    assert changes == ["demo-0"]
+    assert exited.has_data and exited.pid is None
+    assert exited.exit_code == -signal.SIGKILL
+    assert exited.consecutive_failures == 1  # it ran < 10 s: counts toward a crash loop
+
+    await runtime.start_member(launch)  # the actors decide to restart; the runtime keeps data
+    again = await wait_running(runtime, "demo-0")
+    assert again.pid != pid and again.exit_code is None
+    await wait_healthy(launch.urls.client_url)
+    got = await etcdctl(launch.urls.client_url, "get", "key", "--print-value-only")
+    assert got.stdout.decode().strip() == "before-kill"
+
+    os.kill(again.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    crashed = await wait_member(runtime, "demo-0", lambda m: m.state is ProcessState.EXITED)
+    assert crashed.consecutive_failures == 2
+
+    unsubscribe()
+    changes.clear()
+    await runtime.start_member(launch)
+    await wait_running(runtime, "demo-0")
+    assert changes == []
+
+
+async def test_stop_keeps_data_and_is_not_a_failure(runtime) -> None:
+    launch = await start_seed(runtime)
+    await wait_running(runtime, "demo-0")
+    await runtime.stop_member(CLUSTER, "demo-0")
+    stopped = await member(runtime, "demo-0")
+    assert stopped.state is ProcessState.EXITED and stopped.has_data
+    # etcd re-raises SIGTERM after its clean shutdown, so it reports death by SIGTERM.
+    assert stopped.consecutive_failures == 0 and stopped.exit_code in (0, -signal.SIGTERM)
+    await runtime.stop_member(CLUSTER, "demo-0")  # idempotent
+    await runtime.start_member(launch)
+    await wait_running(runtime, "demo-0")
+
+
+async def test_delete_member_and_cluster_remove_data(runtime, state_dir: Path) -> None:
+    await start_seed(runtime)
+    pid = (await wait_running(runtime, "demo-0")).pid
+    member_dir = state_dir / "default" / "demo" / "members" / "demo-0"
+    assert member_dir.is_dir()
+    await runtime.delete_member(CLUSTER, "demo-0")
+    assert pid is not None and not pid_is_alive(pid)
+    assert not member_dir.exists()
+    assert await runtime.list_members(CLUSTER) == []
+    await runtime.delete_member(CLUSTER, "demo-0")  # idempotent
+
+    kept, gone = ClusterRef("default", "kept"), ClusterRef("default", "gone")
+    await start_seed(runtime, "kept-0", cluster=kept)
+    await start_seed(runtime, "gone-0", cluster=gone)
+    await wait_member(runtime, "kept-0", lambda m: m.has_data, cluster=kept)
+    await wait_member(runtime, "gone-0", lambda m: m.has_data, cluster=gone)
+    await runtime.delete_cluster(kept, keep_data=True)
+    await runtime.delete_cluster(gone, keep_data=False)
+    (left,) = await runtime.list_members(kept)
+    assert left.state is ProcessState.EXITED and left.has_data
+    assert not (state_dir / "default" / "gone").exists()
+    assert await runtime.list_members(gone) == []
+
+
+async def test_stale_etcd_from_a_previous_daemon_is_killed_on_open(state_dir: Path, etcd_binary) -> None:
+    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
+        rt.set_cluster_spec(CLUSTER, PLAIN)
+        urls = await rt.allocate_member(CLUSTER, "demo-0")
+    data_dir = state_dir / "default" / "demo" / "members" / "demo-0" / "data"
+    # What a daemon that died without PDEATHSIG (or another tool) would leave behind.
+    stray = subprocess.Popen(
+        [
+            str(etcd_binary), "--name=demo-0", "--data-dir", str(data_dir),
+            f"--listen-peer-urls={urls.peer_url}", f"--initial-advertise-peer-urls={urls.peer_url}",
+            f"--listen-client-urls={urls.client_url}", f"--advertise-client-urls={urls.client_url}",
+            f"--initial-cluster=demo-0={urls.peer_url}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await wait_healthy(urls.client_url)
+        async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
+            assert stray.poll() is not None or not pid_is_alive(stray.pid)
+            launch = await start_seed(rt)  # same ports: free again
+            assert launch.urls == urls
+            await wait_running(rt, "demo-0")
+            await wait_healthy(urls.client_url)
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+DAEMON = """
+import sys, trio
+from pathlib import Path
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
+from supervisor.local import open_local_runtime
+
+async def main():
+    cluster, spec = ClusterRef("default", "demo"), ClusterSpec(size=1, tls_enabled=False)
+    async with open_local_runtime(Path(sys.argv[1])) as rt:
+        rt.set_cluster_spec(cluster, spec)
+        urls = await rt.allocate_member(cluster, "demo-0")
+        await rt.start_member(MemberLaunch(cluster, "demo-0", urls, (("demo-0", urls.peer_url),), "new", spec))
+        while True:
+            (m,) = await rt.list_members(cluster)
+            if m.state is ProcessState.RUNNING:
+                break
+            await trio.sleep(0.05)
+        # Outlive trio's idle worker threads (~10 s would be needed to catch that bug for sure;
+        # a short wait still proves the kill below is what ends etcd).
+        await trio.sleep(1)
+        print(m.pid, flush=True)
+        await trio.sleep_forever()
+
+trio.run(main)
+"""
+
+
+async def test_etcd_dies_with_a_killed_daemon(state_dir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "daemon.py"
+    script.write_text(DAEMON)
+    daemon = subprocess.Popen(
+        [os.sys.executable, str(script), str(state_dir)],  # type: ignore[attr-defined]
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        with trio.fail_after(30):
+            line = await trio.to_thread.run_sync(daemon.stdout.readline)  # type: ignore[union-attr]
+        etcd_pid = int(line)
+        assert pid_is_alive(etcd_pid)
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait()
+        with trio.move_on_after(5):
+            while pid_is_alive(etcd_pid):
+                await trio.sleep(0.05)
+        assert not pid_is_alive(etcd_pid), "etcd outlived its daemon"
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
+async def test_tls_cluster_needs_the_client_certificate(runtime, state_dir: Path) -> None:
+    spec = PLAIN.__class__(size=1, tls_enabled=True)
+    tls_cluster = ClusterRef("secure", "vault")
+    launch = await start_seed(runtime, "vault-0", cluster=tls_cluster, spec=spec)
+    assert launch.urls.client_url.startswith("https://127.0.0.1:")
+    assert launch.urls.peer_url.startswith("https://127.0.0.1:")
+    await wait_running(runtime, "vault-0", cluster=tls_cluster)
+    files = runtime.client_tls_files(tls_cluster)
+    assert files is not None and files.ca.exists() and files.cert.exists() and files.key.exists()
+    assert oct(files.key.stat().st_mode & 0o777) == "0o600"
+    await wait_healthy(launch.urls.client_url, tls=files)
+    await etcdctl(launch.urls.client_url, "put", "secret", "42", tls=files)
+    got = await etcdctl(launch.urls.client_url, "get", "secret", "--print-value-only", tls=files)
+    assert got.stdout.decode().strip() == "42"
+
+    refused = await etcdctl(launch.urls.client_url, "get", "secret", cacert_only=files.ca, check=False)
+    assert refused.returncode != 0
+    plain = await etcdctl(launch.urls.client_url.replace("https", "http"), "get", "secret", check=False)
+    assert plain.returncode != 0
+    assert runtime.client_tls_files(CLUSTER) is None or runtime.tls_enabled(CLUSTER)
+
+
+async def test_a_second_member_joins_with_initial_state_existing(runtime) -> None:
+    seed = await start_seed(runtime)
+    await wait_healthy(seed.urls.client_url)
+    urls = await runtime.allocate_member(CLUSTER, "demo-1")
+    await etcdctl(seed.urls.client_url, "member", "add", "demo-1", f"--peer-urls={urls.peer_url}")
+    await runtime.start_member(
+        MemberLaunch(
+            CLUSTER, "demo-1", urls, ((seed.name, seed.urls.peer_url), ("demo-1", urls.peer_url)), "existing", PLAIN
+        )
+    )
+    await wait_running(runtime, "demo-1")
+    await wait_healthy(urls.client_url)
+    listed = await etcdctl(urls.client_url, "member", "list", "-w", "json")
+    names = sorted(m.get("name", "") for m in json.loads(listed.stdout)["members"])
+    assert names == ["demo-0", "demo-1"]
+    assert [m.name for m in await runtime.list_members(CLUSTER)] == ["demo-0", "demo-1"]
+
+
+@pytest.mark.parametrize("bad", ["..", "a/b", ""])
+async def test_names_cannot_escape_the_state_dir(runtime, bad: str) -> None:
+    with pytest.raises(ValueError):
+        await runtime.allocate_member(CLUSTER, bad)
