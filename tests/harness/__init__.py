@@ -1,0 +1,1 @@
+"""Test harnesses that start real components (kube-apiserver, ...) for the integration tiers."""
