@@ -1,0 +1,133 @@
+"""Connections to etcd endpoints: one grpclib channel per endpoint URL, used only inside asyncio.
+
+Everything here that touches grpclib runs as asyncio code (through ``supervisor.aio``);
+grpclib's failures leave this module as our typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import attrs
+from grpclib.client import Channel
+from grpclib.config import Configuration
+from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
+
+from .errors import EtcdConnectionError, EtcdError, EtcdTimeout, EtcdTlsError, error_from_status
+from .tls import TlsConfig
+
+T = TypeVar("T")
+
+Metadata = dict[str, str]
+
+# Large HTTP/2 windows let etcd stream a snapshot without waiting for our WINDOW_UPDATEs;
+# grpclib's 4 MiB default halves snapshot throughput on loopback.
+_WINDOW = 64 * 1024 * 1024
+
+
+@attrs.frozen
+class Endpoint:
+    url: str
+    host: str
+    port: int
+    secure: bool
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        if "://" not in url:
+            url = f"http://{url}"
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https", "unix", "unixs") or not parts.hostname:
+            raise ValueError(f"not an etcd client URL: {url!r}")
+        if parts.scheme.startswith("unix"):
+            raise ValueError(f"unix socket endpoints are not supported: {url!r}")
+        secure = parts.scheme == "https"
+        return cls(url=url.rstrip("/"), host=parts.hostname, port=parts.port or 2379, secure=secure)
+
+
+class ChannelPool:
+    """The grpclib channels, keyed by endpoint URL. Use from asyncio code only."""
+
+    def __init__(self, tls: TlsConfig | None) -> None:
+        self._tls = tls
+        self._ssl_context: ssl.SSLContext | None = None
+        self._channels: dict[str, Channel] = {}
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl_context is None:
+            self._ssl_context = (self._tls or TlsConfig()).ssl_context()
+        return self._ssl_context
+
+    def get(self, endpoint: Endpoint) -> Channel:
+        channel = self._channels.get(endpoint.url)
+        if channel is None:
+            config = Configuration(
+                http2_connection_window_size=_WINDOW,
+                http2_stream_window_size=_WINDOW,
+                ssl_target_name_override=self._tls.server_name if self._tls else None,
+            )
+            channel = Channel(
+                endpoint.host,
+                endpoint.port,
+                ssl=self._context() if endpoint.secure else None,
+                config=config,
+            )
+            self._channels[endpoint.url] = channel
+        return channel
+
+    def drop(self, url: str) -> None:
+        channel = self._channels.pop(url, None)
+        if channel is not None:
+            channel.close()
+
+    def keep_only(self, urls: set[str]) -> None:
+        for url in list(self._channels):
+            if url not in urls:
+                self.drop(url)
+
+    def close(self) -> None:
+        for url in list(self._channels):
+            self.drop(url)
+
+
+def translate(error: BaseException, endpoint: Endpoint) -> EtcdError | None:
+    """Our typed error for what grpclib or the socket raised (None: not ours to translate)."""
+    url = endpoint.url
+    match error:
+        case EtcdError():
+            return error
+        case GRPCError(status=status, message=message):
+            return error_from_status(status.value, message, endpoint=url)
+        case asyncio.TimeoutError() | TimeoutError():
+            return EtcdTimeout("deadline exceeded", endpoint=url)
+        case ssl.SSLError():
+            return EtcdTlsError(f"TLS handshake failed: {error}", endpoint=url)
+        case ConnectionResetError() | BrokenPipeError() if endpoint.secure:
+            # A TLS 1.3 server that wants a client certificate only says so after the handshake,
+            # by dropping the connection when it sees none.
+            return EtcdTlsError(f"TLS connection closed by the server: {error!r}", endpoint=url)
+        case OSError() | StreamTerminatedError() | ProtocolError() | EOFError():
+            return EtcdConnectionError(f"connection failed: {error!r}", endpoint=url)
+    return None
+
+
+async def invoke(
+    pool: ChannelPool,
+    endpoint: Endpoint,
+    call: Callable[[Channel], Awaitable[T]],
+) -> T:
+    """Run ``call`` on the endpoint's channel (asyncio side), translating its failures."""
+    try:
+        return await call(pool.get(endpoint))
+    except Exception as error:
+        typed = translate(error, endpoint)
+        if typed is None or typed is error:
+            raise
+        if isinstance(typed, EtcdConnectionError):
+            # Start afresh next time: a half-dead HTTP/2 connection would fail again.
+            pool.drop(endpoint.url)
+        raise typed from error
