@@ -248,6 +248,8 @@ class Supervisor:
                 await start(task_status=_ChildStatus(run))
         except Exception as exc:
             run.error = exc
+            # Recorded here, not when the supervisor gets round to it, so statistics() is current.
+            child.last_failure = repr(exc)
         finally:
             run.exited = True
             run.done.set()
@@ -329,7 +331,6 @@ class Supervisor:
                 if child.run is not run or child not in self._children:
                     return None  # removed, or already replaced by a group restart
                 if failure is not None:
-                    child.last_failure = repr(failure)
                     log.warning(
                         "supervisor %s: %s crashed: %r",
                         self.name,
