@@ -129,7 +129,9 @@ class Supervisor:
 
     # ---- public API -------------------------------------------------------------------
 
-    async def run(self, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
+    # task_status is positional-or-keyword so `ChildSpec(id, sup.run)` type-checks against
+    # ChildSpec.start; nursery.start and the supervisor both pass it by keyword.
+    async def run(self, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the children in order, report started(self), then supervise until cancelled.
 
         Raises SupervisorEscalation when the intensity is exceeded, or a child's exception if

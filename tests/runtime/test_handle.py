@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from supervisor.runtime import (
@@ -66,7 +67,7 @@ async def test_timeout_covers_waiting_for_mailbox_room(autojump_clock: trio.test
     async with trio.open_nursery() as nursery:
         _, handle = await start_counter(nursery, mailbox_capacity=1)
         await handle.send(Hang(100))
-        await trio.sleep(0)  # the actor takes Hang out and is busy with it
+        await trio.lowlevel.checkpoint()  # the actor takes Hang out and is busy with it
         handle.send_nowait(Add(1))  # fills the mailbox
         with pytest.raises(trio.WouldBlock):
             handle.send_nowait(Add(1))
@@ -202,7 +203,7 @@ async def test_coalescing_mailbox_through_actor_child(autojump_clock: trio.testi
     async with trio.open_nursery() as nursery:
         _, handle = await start_counter(nursery, coalesce_key=key)
         await handle.send(Hang(1))
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         for n in range(1, 11):
             handle.send_nowait(Add(n))  # level-triggered: only the latest survives
         assert await handle.call(Get, timeout=5) == 10

@@ -130,7 +130,9 @@ async def test_commands_are_never_coalesced_nor_dropped(autojump_clock: trio.tes
     assert mailbox.statistics().coalesced == 0
 
 
-async def test_close_drains_then_ends_and_wakes_blocked_senders(autojump_clock: trio.testing.MockClock) -> None:
+async def test_close_drains_then_ends_and_wakes_blocked_senders(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     mailbox: Mailbox[int] = Mailbox(1)
     mailbox.send_nowait(1)
     errors: list[BaseException] = []
