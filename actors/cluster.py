@@ -1,0 +1,433 @@
+"""The cluster actor: one per EtcdCluster. Observes, asks plan.py, executes one step.
+
+Its mailbox carries spec changes, runtime events, member probes and health ticks, all
+level-triggered and coalesced: any of them only means "look again". The actor keeps no
+state that matters beyond the last probes; desired state comes from `desired()` and the
+rest is read back from the runtime and etcd on every pass, so a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping
+from functools import partial
+
+import trio
+from attrs import frozen
+
+from actors.errors import EtcdError, MemberNotFound
+from actors.member import MemberActor, MemberProbed, Probe
+from actors.model import (
+    ClusterRef,
+    ClusterResource,
+    ClusterStatus,
+    Condition,
+    MemberHealth,
+    MemberLaunch,
+    Phase,
+    ProcessState,
+    RuntimeMember,
+)
+from actors.plan import (
+    Action,
+    AddLearner,
+    DeleteRuntimeMember,
+    MoveLeader,
+    Observed,
+    PromoteLearner,
+    RemoveMember,
+    StartMember,
+    StartSeed,
+    Wait,
+    assess,
+    plan,
+)
+from actors.ports import EtcdAdmin, EventSink, MemberRuntime, StatusSink
+from supervisor.runtime import (
+    Actor,
+    ChildSpec,
+    Handle,
+    Intensity,
+    Reply,
+    Strategy,
+    Supervisor,
+    actor_child,
+)
+
+log = logging.getLogger(__name__)
+
+
+@frozen
+class ClusterPorts:
+    runtime: MemberRuntime
+    admin: EtcdAdmin
+    status: StatusSink
+    events: EventSink
+
+
+@frozen
+class Timing:
+    tick: float = 1.0  # health tick: probes, and a fresh look at everything
+    call_timeout: float = 5.0  # one etcd or runtime call
+    probe_timeout: float = 1.0
+    health_ttl: float = 3.0  # a probe older than this no longer counts
+
+
+@frozen
+class Desired:
+    """What the user asked for, and what was wrong with their latest edit, if anything."""
+
+    resource: ClusterResource
+    problem: str | None = None  # an invalid edit keeps the last good spec, reported here
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+@frozen
+class SpecChanged:
+    pass
+
+
+@frozen
+class Tick:
+    pass
+
+
+@frozen
+class RuntimeChanged:
+    name: str
+
+
+@frozen
+class GetStatus:
+    reply: Reply[ClusterStatus | None]
+
+
+ClusterMessage = SpecChanged | Tick | RuntimeChanged | MemberProbed | GetStatus
+
+
+def coalesce_key(msg: ClusterMessage) -> Hashable | None:
+    match msg:
+        case SpecChanged() | Tick() | RuntimeChanged():
+            return "look-again"  # they all mean the same: observe and decide afresh
+        case MemberProbed(name=name):
+            return ("probe", name)  # only the latest answer per member matters
+        case _:
+            return None  # requests are never merged
+
+
+class MemberActors:
+    """The member actors of one cluster, under their own supervisor, kept in step with the runtime."""
+
+    def __init__(self, cluster: ClusterRef, admin: EtcdAdmin, timing: Timing) -> None:
+        self.supervisor = Supervisor(
+            f"{cluster} members", strategy=Strategy.ONE_FOR_ONE, intensity=Intensity(20, 10.0)
+        )
+        self._admin = admin
+        self._timing = timing
+        self._handles: dict[str, Handle[Probe]] = {}
+
+    async def sync(self, runtime: tuple[RuntimeMember, ...], report: Callable[[MemberProbed], None]) -> None:
+        wanted = {r.name: r for r in runtime}
+        running = set(self.supervisor.child_ids())
+        for child_id in running - set(wanted):
+            await self.supervisor.remove_child(child_id)
+            self._handles.pop(child_id, None)
+        for name in sorted(set(wanted) - running):
+            member = wanted[name]
+            spec, handle = actor_child(
+                name,
+                partial(
+                    MemberActor,
+                    name,
+                    member.urls.client_url,
+                    self._admin,
+                    report,
+                    probe_timeout=self._timing.probe_timeout,
+                ),
+                mailbox_capacity=4,
+                coalesce_key=lambda _probe: "probe",
+                shutdown=1.0,
+            )
+            await self.supervisor.add_child(spec)
+            self._handles[name] = handle
+
+    def probe_all(self) -> None:
+        for name in self.supervisor.child_ids():
+            handle = self._handles.get(name)
+            if handle is not None:
+                handle.send_nowait(Probe())  # coalesced: never blocks, never piles up
+
+
+class ClusterActor(Actor[ClusterMessage]):
+    def __init__(
+        self,
+        ref: ClusterRef,
+        desired: Callable[[], Desired],
+        ports: ClusterPorts,
+        timing: Timing,
+        members: MemberActors,
+    ) -> None:
+        self.ref = ref
+        self._desired = desired
+        self._ports = ports
+        self._timing = timing
+        self._members = members
+        self._health: dict[str, tuple[MemberHealth | None, float]] = {}
+        self._phase: Phase | None = None
+        self._status: ClusterStatus | None = None
+        self._unwatch: Callable[[], None] | None = None
+
+    async def on_start(self) -> None:
+        self._unwatch = self._ports.runtime.watch_members(self.ref, self._on_runtime_change)
+        self._look_again()
+
+    async def on_stop(self) -> None:
+        if self._unwatch is not None:
+            self._unwatch()
+
+    def _on_runtime_change(self, name: str) -> None:
+        self._nudge(RuntimeChanged(name))
+
+    def _report_probe(self, probed: MemberProbed) -> None:
+        self._nudge(probed)
+
+    def _nudge(self, msg: ClusterMessage) -> None:
+        try:
+            self.handle_ref.send_nowait(msg)
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            pass  # a full mailbox already holds a look-again; a closed one has no reader
+
+    def _look_again(self) -> None:
+        self._nudge(Tick())
+
+    async def handle(self, msg: ClusterMessage) -> None:
+        match msg:
+            case GetStatus(reply=reply):
+                reply.set(self._status)
+                return
+            case MemberProbed(name=name, health=health):
+                self._health[name] = (health, trio.current_time())
+            case Tick():
+                self._members.probe_all()
+        await self.reconcile()
+
+    async def reconcile(self) -> None:
+        desired = self._desired()
+        spec = desired.resource.spec
+        observed = await self._observe()
+        step = plan(self.ref, spec, observed)
+        await self._publish(desired, observed, step)
+        await self._members.sync(observed.runtime, self._report_probe)
+        if step is None or isinstance(step, Wait):
+            return
+        log.info(
+            "cluster %s: %s",
+            self.ref,
+            step,
+            extra={"event": "action", "cluster": str(self.ref), "action": type(step).__name__},
+        )
+        try:
+            with trio.fail_after(self._timing.call_timeout * 3):
+                await self._execute(step, observed, desired.resource)
+        except (EtcdError, trio.TooSlowError) as exc:
+            # Refused or unreachable: the next tick observes again and decides afresh.
+            log.warning("cluster %s: %s failed: %r", self.ref, type(step).__name__, exc)
+            await self._ports.events.record(
+                self.ref, reason=f"{type(step).__name__}Failed", message=f"{step}: {exc!r}", warning=True
+            )
+            return
+        await self._ports.events.record(self.ref, reason=_event_reason(step), message=_describe(step))
+        self._look_again()  # the next step may be ready now; don't wait for the tick
+
+    async def _observe(self) -> Observed:
+        runtime = tuple(await self._ports.runtime.list_members(self.ref))
+        now = trio.current_time()
+        names = {r.name for r in runtime}
+        health = {
+            name: h
+            for name, (h, at) in self._health.items()
+            if name in names and now - at <= self._timing.health_ttl
+        }
+        self._health = {n: v for n, v in self._health.items() if n in names}
+        etcd_members = None
+        endpoints = _endpoints(runtime, health)
+        if endpoints:
+            with trio.move_on_after(self._timing.call_timeout):
+                try:
+                    etcd_members = tuple(await self._ports.admin.member_list(endpoints))
+                except EtcdError:
+                    etcd_members = None
+        return Observed(runtime, etcd_members, health)
+
+    async def _publish(self, desired: Desired, observed: Observed, step: Action | Wait | None) -> None:
+        status = assess(
+            desired.resource.spec,
+            observed,
+            previous=self._phase,
+            generation=desired.resource.generation,
+            step=step,
+            now=_wall_clock(),
+            previous_conditions=self._status.conditions if self._status else (),
+        )
+        if desired.problem:
+            status = _with_invalid_spec(status, desired.problem)
+        if self._phase is not None and status.phase is not self._phase:
+            await self._ports.events.record(
+                self.ref,
+                reason=f"Phase{status.phase.value}",
+                message=f"{self._phase.value} -> {status.phase.value}: {status.message}",
+                warning=status.phase is Phase.FAILED,
+            )
+        self._phase = status.phase
+        if status != self._status:
+            self._status = status
+            await self._ports.status.publish(self.ref, status)
+
+    async def _execute(self, step: Action, observed: Observed, resource: ClusterResource) -> None:
+        runtime, admin = self._ports.runtime, self._ports.admin
+        by_name = observed.runtime_by_name()
+        endpoints = _endpoints(observed.runtime, observed.health)
+        match step:
+            case StartSeed(name=name):
+                urls = await runtime.allocate_member(self.ref, name)
+                launch = MemberLaunch(self.ref, name, urls, ((name, urls.peer_url),), "new", resource.spec)
+                await runtime.start_member(launch)
+            case StartMember(name=name, initial_cluster=initial):
+                urls = by_name[name].urls
+                launch = MemberLaunch(
+                    self.ref, name, urls, initial or ((name, urls.peer_url),), "existing", resource.spec
+                )
+                await runtime.start_member(launch)
+            case AddLearner(name=name):
+                # Addresses first, so etcd never lists a peer URL the runtime cannot serve.
+                urls = await runtime.allocate_member(self.ref, name)
+                await admin.add_learner(endpoints, urls.peer_url)
+            case PromoteLearner(member_id=member_id):
+                await admin.promote(endpoints, member_id)
+            case MoveLeader(to_id=to_id):
+                await admin.move_leader(endpoints, to_id)
+            case RemoveMember(member_id=member_id, name=name):
+                try:
+                    await admin.remove(endpoints, member_id)
+                except MemberNotFound:
+                    pass  # removed already, by an earlier incarnation of this actor
+                if name:
+                    await runtime.delete_member(self.ref, name)
+            case DeleteRuntimeMember(name=name):
+                await runtime.delete_member(self.ref, name)
+
+
+def _endpoints(runtime: tuple[RuntimeMember, ...], health: Mapping[str, MemberHealth | None]) -> list[str]:
+    """Client URLs to aim etcd calls at: the leader first, then voters, then the rest."""
+
+    def rank(r: RuntimeMember) -> tuple[int, str]:
+        h = health.get(r.name)
+        if h is None:
+            return (3, r.name)
+        if h.member_id == h.leader_id:
+            return (0, r.name)
+        return (2 if h.is_learner else 1, r.name)
+
+    live = [r for r in runtime if r.state in (ProcessState.RUNNING, ProcessState.STARTING)]
+    return [r.urls.client_url for r in sorted(live, key=rank)]
+
+
+def _with_invalid_spec(status: ClusterStatus, problem: str) -> ClusterStatus:
+    conditions = tuple(
+        Condition("Degraded", "True", "InvalidSpec", problem, c.last_transition_time)
+        if c.type == "Degraded"
+        else c
+        for c in status.conditions
+    )
+    return ClusterStatus(
+        phase=status.phase,
+        ready_replicas=status.ready_replicas,
+        observed_generation=status.observed_generation,
+        members=status.members,
+        conditions=conditions,
+        message=f"latest spec rejected, still serving the previous one: {problem}",
+    )
+
+
+def _event_reason(step: Action) -> str:
+    return {
+        StartSeed: "SeedStarted",
+        StartMember: "MemberStarted",
+        AddLearner: "LearnerAdded",
+        PromoteLearner: "LearnerPromoted",
+        MoveLeader: "LeaderMoved",
+        RemoveMember: "MemberRemoved",
+        DeleteRuntimeMember: "MemberDeleted",
+    }[type(step)]
+
+
+def _describe(step: Action) -> str:
+    match step:
+        case StartSeed(name=name):
+            return f"started seed member {name}"
+        case StartMember(name=name, reason=reason):
+            return f"started member {name}: {reason}"
+        case AddLearner(name=name):
+            return f"added learner {name}"
+        case PromoteLearner(name=name):
+            return f"promoted learner {name} to voting member"
+        case MoveLeader(to_name=name, reason=reason):
+            return f"moved leadership to {name}: {reason}"
+        case RemoveMember(name=name, member_id=member_id, reason=reason):
+            return f"removed member {name} ({member_id:x}): {reason}"
+        case DeleteRuntimeMember(name=name, reason=reason):
+            return f"deleted {name}: {reason}"
+    return str(step)
+
+
+def _wall_clock() -> float:
+    # Condition timestamps are for people: wall time, not trio's clock.
+    return time.time()
+
+
+async def run_ticker(
+    handle: Handle[ClusterMessage],
+    interval: float,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Health ticks: coalesced, so a slow actor gets one pending tick, never a backlog."""
+    task_status.started()
+    while True:
+        await trio.sleep(interval)
+        try:
+            handle.send_nowait(Tick())
+        except trio.WouldBlock:
+            pass
+
+
+def cluster_tree(
+    ref: ClusterRef, desired: Callable[[], Desired], ports: ClusterPorts, timing: Timing
+) -> tuple[Supervisor, Handle[ClusterMessage]]:
+    """The supervision tree of one cluster: member actors, the cluster actor, its ticker.
+
+    rest_for_one: the cluster actor depends on the member supervisor (it adds and removes
+    member actors), and the ticker on the cluster actor, so a crash restarts what comes after.
+    """
+    members = MemberActors(ref, ports.admin, timing)
+    actor_spec, handle = actor_child(
+        "cluster",
+        lambda: ClusterActor(ref, desired, ports, timing, members),
+        mailbox_capacity=64,
+        coalesce_key=coalesce_key,
+        shutdown=timing.call_timeout,
+    )
+    tree = Supervisor(
+        f"cluster {ref}",
+        [
+            ChildSpec("members", members.supervisor.run, shutdown=2.0),  # type: ignore[arg-type]
+            actor_spec,
+            ChildSpec("ticker", partial(run_ticker, handle, timing.tick), shutdown=0.1),
+        ],
+        strategy=Strategy.REST_FOR_ONE,
+        intensity=Intensity(10, 30.0),
+    )
+    return tree, handle

@@ -1,0 +1,102 @@
+"""The fleet: one cluster tree per EtcdCluster, started, updated and torn down as resources come and go."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+from attrs import define
+
+from actors.cluster import ClusterMessage, ClusterPorts, Desired, GetStatus, SpecChanged, Timing, cluster_tree
+from actors.model import ClusterRef, ClusterResource, ClusterStatus, ReclaimPolicy
+from supervisor.runtime import ChildSpec, Handle, Supervisor
+
+log = logging.getLogger(__name__)
+
+
+@define
+class _Entry:
+    desired: Desired
+    handle: Handle[ClusterMessage]
+    ports: ClusterPorts
+
+
+class Fleet:
+    """Keeps the set of running cluster trees equal to the set of resources it is given.
+
+    The desired state of each cluster lives here, outside the cluster actor, so a restarted
+    actor reads it afresh instead of from memory that died with it.
+    """
+
+    def __init__(
+        self,
+        root: Supervisor,
+        ports_for: Callable[[ClusterResource], ClusterPorts],
+        *,
+        timing: Timing | None = None,
+    ) -> None:
+        self._root = root
+        self._ports_for = ports_for
+        self._timing = timing or Timing()
+        self._clusters: dict[ClusterRef, _Entry] = {}
+
+    def refs(self) -> list[ClusterRef]:
+        return sorted(self._clusters)
+
+    async def apply(
+        self, resources: Sequence[ClusterResource], problems: Mapping[ClusterRef, str] | None = None
+    ) -> None:
+        """Make the running clusters exactly `resources`.
+
+        `problems` names clusters whose latest document was invalid: they keep their last
+        good spec and report the problem, and are neither created nor torn down because of it.
+        """
+        problems = problems or {}
+        wanted = {r.ref: r for r in resources}
+        for ref in sorted(set(self._clusters) - set(wanted) - set(problems)):
+            await self.remove(ref)
+        for _ref, resource in sorted(wanted.items()):
+            await self.upsert(Desired(resource))
+        for ref, problem in sorted(problems.items()):
+            entry = self._clusters.get(ref)
+            if entry is not None:
+                await self.upsert(Desired(entry.desired.resource, problem))
+
+    async def upsert(self, desired: Desired) -> None:
+        ref = desired.resource.ref
+        entry = self._clusters.get(ref)
+        if entry is not None:
+            if entry.desired != desired:
+                entry.desired = desired
+                await entry.handle.send(SpecChanged())
+            return
+        ports = self._ports_for(desired.resource)
+
+        def current() -> Desired:
+            return self._clusters[ref].desired
+
+        tree, handle = cluster_tree(ref, current, ports, self._timing)
+        self._clusters[ref] = _Entry(desired, handle, ports)
+        log.info("cluster %s: starting", ref, extra={"event": "cluster-start", "cluster": str(ref)})
+        await self._root.add_child(_tree_child(ref, tree))
+
+    async def remove(self, ref: ClusterRef) -> None:
+        """Stop the cluster's actors, then its members; data stays unless reclaimPolicy is Delete."""
+        entry = self._clusters.pop(ref)
+        await self._root.remove_child(str(ref))
+        keep = entry.desired.resource.spec.storage.reclaim_policy is ReclaimPolicy.RETAIN
+        await entry.ports.runtime.delete_cluster(ref, keep_data=keep)
+        log.info("cluster %s: torn down (data kept: %s)", ref, keep, extra={"event": "cluster-stop"})
+
+    async def status(self, ref: ClusterRef, *, wait_at_most: float = 5.0) -> ClusterStatus | None:
+        entry = self._clusters.get(ref)
+        if entry is None:
+            return None
+        return await entry.handle.call(GetStatus, timeout=wait_at_most)
+
+    def handle(self, ref: ClusterRef) -> Handle[ClusterMessage]:
+        return self._clusters[ref].handle
+
+
+def _tree_child(ref: ClusterRef, tree: Supervisor) -> ChildSpec:
+    return ChildSpec(str(ref), tree.run, shutdown=10.0)  # type: ignore[arg-type]  # keyword-only task_status

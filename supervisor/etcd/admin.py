@@ -1,0 +1,106 @@
+"""The actors' EtcdAdmin port, over EtcdClient: etcd records and errors in domain terms.
+
+One adapter per cluster (its TLS and credentials); the actors name the endpoints on every
+call because members come and go, and the client fails over between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from actors import errors as domain
+from actors.model import EtcdMember, MemberHealth
+from supervisor.etcd import errors as etcd
+from supervisor.etcd.client import EtcdClient
+from supervisor.etcd.records import Member
+from supervisor.etcd.tls import TlsConfig
+
+T = TypeVar("T")
+
+_TRANSLATION: tuple[tuple[type[etcd.EtcdError], type[domain.EtcdError]], ...] = (
+    (etcd.LearnerNotReady, domain.LearnerNotReady),
+    (etcd.MemberNotFound, domain.MemberNotFound),
+    (etcd.UnhealthyCluster, domain.ClusterUnhealthy),
+    (etcd.NotEnoughStartedMembers, domain.ClusterUnhealthy),
+    (etcd.EtcdUnavailable, domain.EtcdUnavailable),
+)
+
+
+async def _translated(call: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await call()
+    except etcd.EtcdError as exc:
+        for theirs, ours in _TRANSLATION:
+            if isinstance(exc, theirs):
+                raise ours(str(exc)) from exc
+        raise domain.EtcdError(str(exc)) from exc
+
+
+def _member(m: Member) -> EtcdMember:
+    return EtcdMember(m.id, m.name, m.peer_urls, m.client_urls, m.is_learner)
+
+
+class EtcdAdminAdapter:
+    """Implements actors.ports.EtcdAdmin. Must be used inside the asyncio bridge; call aclose()."""
+
+    def __init__(
+        self,
+        *,
+        tls: TlsConfig | None = None,
+        credentials: tuple[str, str] | None = None,
+        call_timeout: float = 5.0,
+    ) -> None:
+        self._tls = tls
+        self._credentials = credentials
+        self._call_timeout = call_timeout
+        self._client: EtcdClient | None = None
+
+    def _aimed(self, endpoints: Sequence[str]) -> EtcdClient:
+        if not endpoints:
+            raise domain.EtcdUnavailable("no member to ask")
+        if self._client is None:
+            self._client = EtcdClient(
+                endpoints, tls=self._tls, credentials=self._credentials, call_timeout=self._call_timeout
+            )
+        else:
+            self._client.set_endpoints(endpoints)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def member_list(self, endpoints: Sequence[str]) -> list[EtcdMember]:
+        client = self._aimed(endpoints)
+        return [_member(m) for m in await _translated(client.member_list)]
+
+    async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
+        client = self._aimed(endpoints)
+        return _member(await _translated(lambda: client.member_add([peer_url], learner=True)))
+
+    async def promote(self, endpoints: Sequence[str], member_id: int) -> None:
+        client = self._aimed(endpoints)
+        await _translated(lambda: client.member_promote(member_id))
+
+    async def remove(self, endpoints: Sequence[str], member_id: int) -> None:
+        client = self._aimed(endpoints)
+        await _translated(lambda: client.member_remove(member_id))
+
+    async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
+        client = self._aimed(endpoints)
+        await _translated(lambda: client.move_leader(target_id))
+
+    async def member_health(self, client_url: str) -> MemberHealth:
+        client = self._aimed([client_url]) if self._client is None else self._client
+        s = await _translated(lambda: client.status(client_url))
+        return MemberHealth(
+            member_id=s.member_id,
+            leader_id=s.leader_id,
+            raft_index=s.raft_index,
+            raft_applied_index=s.raft_applied_index,
+            is_learner=s.is_learner,
+            db_size=s.db_size,
+            errors=s.errors,
+        )
