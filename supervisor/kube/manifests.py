@@ -1,0 +1,461 @@
+"""What the operator creates for a cluster, as plain API dicts. Pure: no I/O, no clock.
+
+Per cluster: a headless peer Service (member DNS names), a client Service, a
+PodDisruptionBudget and, with TLS on, a Secret of certificates (tls.py). Per member: a
+PersistentVolumeClaim (its data) and a Pod (its process). Members are bare Pods rather than a
+StatefulSet so the cluster actor orders every membership change with the pod lifecycle itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import frozen
+
+from actors.model import (
+    API_GROUP,
+    API_VERSION,
+    KIND,
+    ClusterRef,
+    ClusterSpec,
+    ImageFamily,
+    MemberLaunch,
+    MemberUrls,
+)
+
+Obj = dict[str, Any]
+
+CLIENT_PORT = 2379
+PEER_PORT = 2380
+METRICS_PORT = 2381  # plain HTTP even with TLS on: Prometheus and the readiness probe use it
+
+MANAGED_BY = "etcd-supervisor"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_MEMBER = "etcd.io/member"
+COMPONENT_MEMBER = "member"
+
+ANNOTATION_PEER_URL = "etcd.io/peer-url"
+ANNOTATION_CLIENT_URL = "etcd.io/client-url"
+# Pods run with restartPolicy Never, so each crash yields a new pod; the count of crashes in a
+# row travels from pod to pod here, and is read back after an operator restart.
+ANNOTATION_FAILURES = "etcd.io/consecutive-failures"
+
+# Held on the EtcdCluster until the member volumes are dealt with per the reclaim policy.
+FINALIZER = "etcd.io/member-volumes"
+
+# Selects every object this operator manages (watches use it).
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+MEMBER_SELECTOR = f"{MANAGED_SELECTOR},{LABEL_COMPONENT}={COMPONENT_MEMBER}"
+
+TLS_DIR = "/etc/etcd/tls"
+# Keys of the <cluster>-tls Secret. Pods mount only the first three; the CA key and the
+# operator's client certificate stay out of the etcd containers.
+TLS_CA_CERT = "ca.crt"
+TLS_CA_KEY = "ca.key"
+TLS_CERT = "tls.crt"
+TLS_KEY = "tls.key"
+TLS_CLIENT_CERT = "client.crt"
+TLS_CLIENT_KEY = "client.key"
+
+NETSHOOT_IMAGE = "nicolaka/netshoot:v0.13"
+BITNAMI_UID = 1001  # bitnami/etcd runs as this user; fsGroup makes the volume writable for it
+
+
+@frozen
+class Owner:
+    """The EtcdCluster that owns every object built here (its uid goes in ownerReferences)."""
+
+    ref: ClusterRef
+    uid: str
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def peer_service_name(ref: ClusterRef) -> str:
+    return f"{ref.name}-peer"
+
+
+def client_service_name(ref: ClusterRef) -> str:
+    return f"{ref.name}-client"
+
+
+def disruption_budget_name(ref: ClusterRef) -> str:
+    return ref.name
+
+
+def tls_secret_name(ref: ClusterRef) -> str:
+    return f"{ref.name}-tls"
+
+
+def volume_claim_name(member: str) -> str:
+    return f"{member}-data"
+
+
+def member_host(ref: ClusterRef, member: str) -> str:
+    """The member's stable DNS name, served by the headless peer Service."""
+    return f"{member}.{peer_service_name(ref)}.{ref.namespace}.svc"
+
+
+def member_urls(ref: ClusterRef, member: str, *, tls: bool) -> MemberUrls:
+    scheme = "https" if tls else "http"
+    host = member_host(ref, member)
+    return MemberUrls(
+        peer_url=f"{scheme}://{host}:{PEER_PORT}", client_url=f"{scheme}://{host}:{CLIENT_PORT}"
+    )
+
+
+def client_service_hosts(ref: ClusterRef) -> list[str]:
+    svc = client_service_name(ref)
+    return [
+        svc,
+        f"{svc}.{ref.namespace}",
+        f"{svc}.{ref.namespace}.svc",
+        f"{svc}.{ref.namespace}.svc.cluster.local",
+    ]
+
+
+def member_host_patterns(ref: ClusterRef) -> list[str]:
+    """Certificate SANs that cover every member, present and future (one DNS label each)."""
+    peer = peer_service_name(ref)
+    return [f"*.{peer}.{ref.namespace}.svc", f"*.{peer}.{ref.namespace}.svc.cluster.local"]
+
+
+# --- labels and metadata -----------------------------------------------------------------------
+
+
+def cluster_labels(ref: ClusterRef) -> dict[str, str]:
+    return {LABEL_NAME: "etcd", LABEL_INSTANCE: ref.name, LABEL_MANAGED_BY: MANAGED_BY}
+
+
+def member_selector(ref: ClusterRef) -> dict[str, str]:
+    return {**cluster_labels(ref), LABEL_COMPONENT: COMPONENT_MEMBER}
+
+
+def member_labels(ref: ClusterRef, member: str) -> dict[str, str]:
+    return {**member_selector(ref), LABEL_MEMBER: member}
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def owner_reference(owner: Owner) -> Obj:
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "name": owner.ref.name,
+        "uid": owner.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(
+    owner: Owner, name: str, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None
+) -> Obj:
+    meta: Obj = {
+        "name": name,
+        "namespace": owner.ref.namespace,
+        "labels": dict(labels),
+        "ownerReferences": [owner_reference(owner)],
+    }
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+# --- per cluster --------------------------------------------------------------------------------
+
+
+def peer_service(owner: Owner) -> Obj:
+    """Headless: one DNS record per member pod, published before the pod is ready.
+
+    Without publishNotReadyAddresses a new cluster deadlocks: a pod gets its record only once
+    ready, and etcd becomes ready only after resolving its peers' records.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner, peer_service_name(owner.ref), cluster_labels(owner.ref)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": member_selector(owner.ref),
+            "ports": [
+                {"name": "peer", "port": PEER_PORT, "targetPort": PEER_PORT, "protocol": "TCP"},
+                {"name": "client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def client_service(owner: Owner) -> Obj:
+    """Load-balances clients over ready members only."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner, client_service_name(owner.ref), cluster_labels(owner.ref)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": member_selector(owner.ref),
+            "ports": [
+                {"name": "client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": METRICS_PORT, "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def disruption_budget(owner: Owner) -> Obj:
+    """At most one member voluntarily down at a time (drains, evictions).
+
+    maxUnavailable 1 keeps quorum for every cluster of three or more, needs no update when the
+    cluster scales (minAvailable would), and still lets a node with a one-member cluster drain.
+    """
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(owner, disruption_budget_name(owner.ref), cluster_labels(owner.ref)),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": member_selector(owner.ref)}},
+    }
+
+
+def tls_secret(owner: Owner, data_b64: Mapping[str, str]) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _metadata(owner, tls_secret_name(owner.ref), cluster_labels(owner.ref)),
+        "data": dict(data_b64),
+    }
+
+
+# --- per member ---------------------------------------------------------------------------------
+
+
+def member_volume_claim(owner: Owner, spec: ClusterSpec, member: str, urls: MemberUrls) -> Obj:
+    # The URLs ride on the claim, which outlives pods, so a member's addresses are read back
+    # from the API server even while it has no pod.
+    annotations = {ANNOTATION_PEER_URL: urls.peer_url, ANNOTATION_CLIENT_URL: urls.client_url}
+    claim_spec: Obj = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec.storage.size}},
+    }
+    if spec.storage.storage_class_name:
+        claim_spec["storageClassName"] = spec.storage.storage_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(
+            owner, volume_claim_name(member), member_labels(owner.ref, member), annotations
+        ),
+        "spec": claim_spec,
+    }
+
+
+def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[tuple[str, str]]:
+    """etcd's configuration as (flag name, value) pairs; flags or ETCD_* variables render them."""
+    scheme = "https" if launch.spec.tls_enabled else "http"
+    settings = [
+        ("name", launch.name),
+        ("data-dir", data_dir),
+        ("listen-peer-urls", f"{scheme}://0.0.0.0:{PEER_PORT}"),
+        ("listen-client-urls", f"{scheme}://0.0.0.0:{CLIENT_PORT}"),
+        ("listen-metrics-urls", f"http://0.0.0.0:{METRICS_PORT}"),
+        ("advertise-client-urls", launch.urls.client_url),
+        ("initial-advertise-peer-urls", launch.urls.peer_url),
+        ("initial-cluster", launch.initial_cluster_flag()),
+        ("initial-cluster-state", launch.initial_cluster_state),
+        ("initial-cluster-token", token),
+    ]
+    if launch.spec.tls_enabled:
+        ca, cert, key = f"{TLS_DIR}/{TLS_CA_CERT}", f"{TLS_DIR}/{TLS_CERT}", f"{TLS_DIR}/{TLS_KEY}"
+        settings += [
+            ("cert-file", cert),
+            ("key-file", key),
+            ("trusted-ca-file", ca),
+            ("client-cert-auth", "true"),
+            ("peer-cert-file", cert),
+            ("peer-key-file", key),
+            ("peer-trusted-ca-file", ca),
+            ("peer-client-cert-auth", "true"),
+        ]
+    return settings
+
+
+def bitnami_environment(launch: MemberLaunch, *, token: str) -> list[Obj]:
+    """Exactly what bitnami/etcd needs on Kubernetes, then ETCD_* twins of the official flags.
+
+    Its scripts abort ("MY_STS_NAME: unbound variable") and never form a cluster without the
+    first five; auth stays off, so the root password is empty.
+    """
+    ref = launch.cluster
+    required = [
+        ("ETCD_ON_K8S", "yes"),
+        ("ETCD_CLUSTER_DOMAIN", f"{peer_service_name(ref)}.{ref.namespace}.svc.cluster.local"),
+        ("MY_STS_NAME", ref.name),
+        ("ALLOW_NONE_AUTHENTICATION", "yes"),
+        ("ETCD_ROOT_PASSWORD", ""),
+    ]
+    flags = [
+        ("ETCD_" + flag.upper().replace("-", "_"), value)
+        for flag, value in _etcd_settings(launch, data_dir="/bitnami/etcd/data", token=token)
+    ]
+    return [{"name": k, "value": v} for k, v in required + flags]
+
+
+def _container_resources(spec: ClusterSpec) -> Obj:
+    out: Obj = {}
+    if spec.resources.requests:
+        out["requests"] = dict(spec.resources.requests)
+    if spec.resources.limits:
+        out["limits"] = dict(spec.resources.limits)
+    return out
+
+
+def _etcd_container(launch: MemberLaunch, token: str) -> Obj:
+    spec = launch.spec
+    ports = [
+        {"name": "client", "containerPort": CLIENT_PORT, "protocol": "TCP"},
+        {"name": "peer", "containerPort": PEER_PORT, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+    ]
+    mounts: list[Obj] = []
+    container: Obj = {"name": "etcd", "image": spec.image, "ports": ports, "volumeMounts": mounts}
+    if spec.image_family is ImageFamily.BITNAMI:
+        mounts.append({"name": "data", "mountPath": "/bitnami/etcd"})
+        container["env"] = bitnami_environment(launch, token=token)
+        # Bitnami's own health script misbehaves while the cluster bootstraps; an open client
+        # port is what worked.
+        container["readinessProbe"] = {
+            "tcpSocket": {"port": CLIENT_PORT},
+            "initialDelaySeconds": 5,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        }
+    else:
+        mounts.append({"name": "data", "mountPath": "/var/lib/etcd"})
+        # A subdirectory: a fresh filesystem's lost+found must not sit inside etcd's data dir.
+        settings = _etcd_settings(launch, data_dir="/var/lib/etcd/data", token=token)
+        container["command"] = ["/usr/local/bin/etcd"]
+        container["args"] = [f"--{flag}={value}" for flag, value in settings]
+        # serializable: a learner (which cannot serve linearizable reads) still counts as ready.
+        container["readinessProbe"] = {
+            "httpGet": {"path": "/health?serializable=true", "port": METRICS_PORT, "scheme": "HTTP"},
+            "initialDelaySeconds": 5,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        }
+    # No liveness probe on purpose: killing etcd during a long defragmentation or snapshot
+    # would only turn a slow member into a missing one; the cluster actor judges health.
+    if spec.tls_enabled:
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+    resources = _container_resources(spec)
+    if resources:
+        container["resources"] = resources
+    return container
+
+
+def debug_container() -> Obj:
+    return {
+        "name": "netshoot",
+        "image": NETSHOOT_IMAGE,
+        "command": ["sleep", "infinity"],
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"cpu": "100m", "memory": "128Mi"},
+        },
+    }
+
+
+def cluster_token(owner: Owner) -> str:
+    # Unique per incarnation of the resource, so members of a deleted and re-created cluster
+    # of the same name can never bootstrap into each other.
+    return f"{owner.ref.name}-{owner.uid}" if owner.uid else owner.ref.name
+
+
+def member_pod(owner: Owner, launch: MemberLaunch, *, consecutive_failures: int = 0) -> Obj:
+    ref, spec = launch.cluster, launch.spec
+    volumes: list[Obj] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(launch.name)}}
+    ]
+    if spec.tls_enabled:
+        volumes.append(
+            {
+                "name": "tls",
+                "secret": {
+                    "secretName": tls_secret_name(ref),
+                    "defaultMode": 0o400,
+                    "items": [{"key": k, "path": k} for k in (TLS_CA_CERT, TLS_CERT, TLS_KEY)],
+                },
+            }
+        )
+    containers = [_etcd_container(launch, cluster_token(owner))]
+    if spec.debug_sidecar:
+        containers.append(debug_container())
+    pod_spec: Obj = {
+        "hostname": launch.name,
+        "subdomain": peer_service_name(ref),
+        # The cluster actor restarts members, in order with membership changes, and counts
+        # crashes; the kubelet restarting them behind its back would hide both.
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "containers": containers,
+        "volumes": volumes,
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": member_selector(ref)},
+                        },
+                    }
+                ]
+            }
+        },
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": member_selector(ref)},
+            }
+        ],
+    }
+    if spec.image_family is ImageFamily.BITNAMI:
+        pod_spec["securityContext"] = {"fsGroup": BITNAMI_UID}
+    annotations = {
+        ANNOTATION_PEER_URL: launch.urls.peer_url,
+        ANNOTATION_CLIENT_URL: launch.urls.client_url,
+        ANNOTATION_FAILURES: str(consecutive_failures),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(owner, launch.name, member_labels(ref, launch.name), annotations),
+        "spec": pod_spec,
+    }
+
+
+# --- API paths -----------------------------------------------------------------------------------
+
+
+def cluster_path(ref: ClusterRef) -> str:
+    return f"/apis/{API_GROUP}/{API_VERSION}/namespaces/{ref.namespace}/etcdclusters/{ref.name}"
+
+
+def core_path(namespace: str, plural: str, name: str | None = None) -> str:
+    base = f"/api/v1/namespaces/{namespace}/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+def pdb_path(namespace: str, name: str | None = None) -> str:
+    base = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+    return f"{base}/{name}" if name else base

@@ -1,0 +1,159 @@
+"""The Kubernetes operator's pieces, assembled: what `etcd-supervisor run` calls.
+
+How they fit::
+
+    open_asyncio_loop()                          (the CLI, once, at the root)
+     └ run_operator(...)
+        ├ serve_health(port)                     /healthz always; /readyz per Readiness
+        └ LeaderElector.run(lead)                passive until this replica holds the Lease
+           └ lead()                              cancelled at once if the Lease is lost
+              ├ KubeRuntime.run()                pod + claim watches -> watch_members callbacks
+              ├ Watcher(etcdclusters) x N        -> ClusterEvent channel
+              └ serve_clusters(ports, events)    the caller's: one actor per ClusterRef
+
+`serve_clusters` is the caller's (the cluster-actor wiring): it reads ClusterEvents, routes
+each by `event.ref` to that cluster's actor (starting one on first sight), and gives the actors
+`ports.runtime`, `ports.status`, `ports.events`. An event with `deleting` set means the user
+deleted the EtcdCluster and our finalizer holds it: the actor stops its children, then calls
+`ports.runtime.delete_cluster(ref, keep_data=<reclaimPolicy is Retain>)`, which also releases
+the finalizer. `object is None` (type DELETED) means it is gone for good.
+
+Readiness: a passive replica is ready (it is a healthy standby); the leader is ready once the
+watches have listed everything, i.e. once it acts on the whole picture.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from attrs import frozen
+
+from supervisor.aio import running_in_asyncio_loop
+from supervisor.kube.client import KubeClient, open_kube_client
+from supervisor.kube.health import Readiness, serve_health
+from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
+from supervisor.kube.runtime import KubeRuntime
+from supervisor.kube.status import KubeEventSink, KubeStatusSink
+from supervisor.kube.watch import (
+    ETCD_CLUSTERS,
+    ClusterEvent,
+    WatchEvent,
+    WatchOptions,
+    cluster_event,
+    run_watchers,
+    watchers_for,
+)
+
+log = logging.getLogger(__name__)
+
+READY_WATCHES = "watches-synced"
+DEFAULT_OPERATOR_NAMESPACE = "etcd-supervisor"
+
+
+@frozen
+class OperatorPorts:
+    """What the cluster actors get: the adapters behind actors.ports, on one client."""
+
+    client: KubeClient
+    runtime: KubeRuntime
+    status: KubeStatusSink
+    events: KubeEventSink
+
+
+ServeClusters = Callable[[OperatorPorts, trio.MemoryReceiveChannel[ClusterEvent]], Awaitable[None]]
+
+
+def default_identity() -> str:
+    """The Lease holder name: the pod's name in-cluster (downward API), else host and pid."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def default_lease_namespace() -> str:
+    return os.environ.get("POD_NAMESPACE") or DEFAULT_OPERATOR_NAMESPACE
+
+
+async def lead(
+    ports: OperatorPorts,
+    serve_clusters: ServeClusters,
+    *,
+    namespaces: list[str] | None,
+    readiness: Readiness,
+    watch_options: WatchOptions | None = None,
+) -> None:
+    """Everything the leader runs; returns when serve_clusters does."""
+    readiness.require(READY_WATCHES)
+    readiness.set(READY_WATCHES, False)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: ports.runtime.run(
+                    namespaces=namespaces, options=watch_options, task_status=task_status
+                )
+            )
+            raw_send, raw_recv = trio.open_memory_channel[WatchEvent](64)
+            events_send, events_recv = trio.open_memory_channel[ClusterEvent](64)
+            watchers = watchers_for(ports.client, ETCD_CLUSTERS, namespaces, options=watch_options)
+            await nursery.start(run_watchers, watchers, raw_send)
+            readiness.set(READY_WATCHES, True)
+
+            async def translate() -> None:
+                async with raw_recv, events_send:
+                    async for event in raw_recv:
+                        translated = cluster_event(event)
+                        if translated is not None:
+                            await events_send.send(translated)
+
+            nursery.start_soon(translate)
+            await serve_clusters(ports, events_recv)
+            nursery.cancel_scope.cancel()
+    finally:
+        # Back to standby (or shutting down): a standby is ready as it is.
+        readiness.drop(READY_WATCHES)
+
+
+async def run_operator(
+    *,
+    serve_clusters: ServeClusters,
+    kubeconfig: str | None = None,
+    namespaces: list[str] | None = None,
+    health_port: int = 8080,
+    lease_namespace: str | None = None,
+    identity: str | None = None,
+    election: LeaderElectionConfig | None = None,
+    watch_options: WatchOptions | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the operator until cancelled (or until serve_clusters returns).
+
+    Call inside supervisor.aio.open_asyncio_loop(). namespaces=None watches all namespaces.
+    task_status.started(health port) once the health endpoints listen.
+    """
+    if not running_in_asyncio_loop():
+        raise RuntimeError("run_operator must run inside supervisor.aio.open_asyncio_loop()")
+    config = election or LeaderElectionConfig(
+        namespace=lease_namespace or default_lease_namespace(), identity=identity or default_identity()
+    )
+    readiness = Readiness()
+    async with open_kube_client(kubeconfig) as client, trio.open_nursery() as nursery:
+        port = await nursery.start(serve_health, health_port, readiness)
+        task_status.started(port)
+        ports = OperatorPorts(
+            client=client,
+            runtime=KubeRuntime(client),
+            status=KubeStatusSink(client),
+            events=KubeEventSink(client, instance=config.identity),
+        )
+        elector = LeaderElector(client, config)
+
+        async def body() -> None:
+            await lead(
+                ports, serve_clusters, namespaces=namespaces, readiness=readiness, watch_options=watch_options
+            )
+
+        await elector.run(body)
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,438 @@
+"""MemberRuntime on Kubernetes: a member is a Pod on a PersistentVolumeClaim.
+
+Everything is read back from the API server on each call (the EtcdCluster for its uid and spec,
+pods and claims by label), so a restarted actor, or a new leader replica, sees what exists.
+Restarting a member keeps its data: the old pod goes, a new one mounts the same claim.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import trio
+
+from actors.codec import parse_spec
+from actors.model import (
+    ClusterRef,
+    ClusterSpec,
+    MemberLaunch,
+    MemberUrls,
+    ProcessState,
+    RuntimeMember,
+)
+from actors.ports import MemberChanged
+from supervisor.kube import manifests as m
+from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
+from supervisor.kube.tls import generate_cluster_tls
+from supervisor.kube.watch import (
+    PODS,
+    VOLUME_CLAIMS,
+    EventType,
+    WatchEvent,
+    WatchOptions,
+    run_watchers,
+    watchers_for,
+)
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# A member that ran at least this long before it exited counts as having run healthily:
+# its crash starts a new count instead of extending a crash loop.
+HEALTHY_RUN_SECONDS = 300.0
+
+
+class ClusterGone(Exception):
+    """The EtcdCluster does not exist (any more), or is being deleted: nothing may be added."""
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _etcd_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == "etcd":
+            return status  # type: ignore[no-any-return]
+    return {}
+
+
+def _is_ready(pod: Mapping[str, Any]) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def pod_state(pod: Mapping[str, Any] | None) -> ProcessState:
+    """Pod phase and readiness -> where the member's process stands."""
+    if pod is None:
+        return ProcessState.ABSENT
+    if _meta(pod).get("deletionTimestamp"):
+        return ProcessState.EXITED  # stopping; its data stays
+    phase = (pod.get("status") or {}).get("phase", "Pending")
+    if phase in ("Failed", "Succeeded"):
+        return ProcessState.EXITED
+    if phase == "Running" and _is_ready(pod):
+        return ProcessState.RUNNING
+    return ProcessState.STARTING
+
+
+def pod_exit_code(pod: Mapping[str, Any] | None) -> int | None:
+    if pod is None:
+        return None
+    terminated = (_etcd_container_status(pod).get("state") or {}).get("terminated") or {}
+    code = terminated.get("exitCode")
+    return int(code) if code is not None else None
+
+
+def pod_failures(pod: Mapping[str, Any] | None) -> int:
+    if pod is None:
+        return 0
+    try:
+        return int((_meta(pod).get("annotations") or {}).get(m.ANNOTATION_FAILURES, "0"))
+    except ValueError:
+        return 0
+
+
+def failures_after(old_pod: Mapping[str, Any]) -> int:
+    """The crash count for the pod that replaces `old_pod` (which has finished)."""
+    if (old_pod.get("status") or {}).get("phase") == "Succeeded":
+        return 0  # a clean exit is no failure
+    terminated = (_etcd_container_status(old_pod).get("state") or {}).get("terminated") or {}
+    started, finished = _parse_time(terminated.get("startedAt")), _parse_time(terminated.get("finishedAt"))
+    if started and finished and (finished - started).total_seconds() >= HEALTHY_RUN_SECONDS:
+        return 1
+    return pod_failures(old_pod) + 1
+
+
+def consecutive_failures(pod: Mapping[str, Any] | None) -> int:
+    """Exits since the member last ran healthily, as its current pod tells."""
+    if pod is None:
+        return 0
+    if (pod.get("status") or {}).get("phase") == "Failed":
+        return failures_after(pod)
+    if pod_state(pod) is ProcessState.RUNNING:
+        return 0
+    return pod_failures(pod)
+
+
+def _urls_from(obj: Mapping[str, Any] | None) -> MemberUrls | None:
+    annotations = _meta(obj).get("annotations") or {} if obj else {}
+    peer, client = annotations.get(m.ANNOTATION_PEER_URL), annotations.get(m.ANNOTATION_CLIENT_URL)
+    return MemberUrls(peer_url=peer, client_url=client) if peer and client else None
+
+
+def member_ref(obj: Mapping[str, Any]) -> tuple[ClusterRef, str] | None:
+    """Which cluster and member a pod or claim of ours belongs to, from its labels."""
+    meta = _meta(obj)
+    labels = meta.get("labels") or {}
+    instance, member = labels.get(m.LABEL_INSTANCE), labels.get(m.LABEL_MEMBER)
+    if not instance or not member or labels.get(m.LABEL_MANAGED_BY) != m.MANAGED_BY:
+        return None
+    return ClusterRef(namespace=str(meta.get("namespace", "")), name=str(instance)), str(member)
+
+
+class KubeRuntime:
+    """actors.ports.MemberRuntime over pods and volume claims.
+
+    watch_members needs `run()` running (the pod and claim watches) to deliver anything.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        pod_gone_timeout: float = 120.0,
+        poll_interval: float = 0.5,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self._client = client
+        self._pod_gone_timeout = pod_gone_timeout
+        self._poll = poll_interval
+        self._now = now
+        self._subscribers: dict[ClusterRef, list[MemberChanged]] = {}
+
+    # --- the cluster object ------------------------------------------------------------------
+
+    async def _read_cluster(self, ref: ClusterRef) -> tuple[m.Owner, ClusterSpec, Obj]:
+        try:
+            obj = await self._client.get(m.cluster_path(ref))
+        except KubeError as exc:
+            if is_not_found(exc):
+                raise ClusterGone(f"EtcdCluster {ref} not found") from exc
+            raise
+        # parse_spec without a reader never raises: broken fields fall back to defaults, and
+        # the cluster actor reports them; the runtime only needs uid, TLS and the image.
+        spec = parse_spec(obj.get("spec") or {})
+        return m.Owner(ref, str(_meta(obj).get("uid", ""))), spec, obj
+
+    async def _ensure_finalizer(self, ref: ClusterRef, obj: Obj) -> None:
+        meta = _meta(obj)
+        if meta.get("deletionTimestamp"):
+            raise ClusterGone(f"EtcdCluster {ref} is being deleted")
+        finalizers = list(meta.get("finalizers") or [])
+        if m.FINALIZER in finalizers:
+            return
+        # The resourceVersion makes this a compare-and-swap: a concurrent finalizer change
+        # answers 409 and the caller's retry reads again.
+        patch = {
+            "metadata": {
+                "finalizers": [*finalizers, m.FINALIZER],
+                "resourceVersion": meta.get("resourceVersion"),
+            }
+        }
+        await self._client.merge_patch(m.cluster_path(ref), patch)
+
+    async def _ensure(self, collection: str, obj: Obj, owner: m.Owner) -> None:
+        """Create `obj` unless it exists; adopt an existing one left by an earlier incarnation."""
+        try:
+            await self._client.create(collection, obj)
+            return
+        except KubeError as exc:
+            if not is_conflict(exc):
+                raise
+        path = f"{collection}/{obj['metadata']['name']}"
+        existing = await self._client.get_or_none(path)
+        if existing is None:
+            return  # deleted in between; the next call creates it
+        owners = _meta(existing).get("ownerReferences") or []
+        if not any(o.get("uid") == owner.uid for o in owners):
+            await self._client.merge_patch(
+                path, {"metadata": {"ownerReferences": [m.owner_reference(owner)]}}
+            )
+
+    async def _ensure_cluster_objects(self, owner: m.Owner, spec: ClusterSpec) -> None:
+        ns = owner.ref.namespace
+        await self._ensure(m.core_path(ns, "services"), m.peer_service(owner), owner)
+        await self._ensure(m.core_path(ns, "services"), m.client_service(owner), owner)
+        await self._ensure(m.pdb_path(ns), m.disruption_budget(owner), owner)
+        if spec.tls_enabled:
+            secret_path = m.core_path(ns, "secrets", m.tls_secret_name(owner.ref))
+            # Never regenerate over an existing Secret: running members trust its CA.
+            if await self._client.get_or_none(secret_path) is None:
+                material = generate_cluster_tls(owner.ref, now=self._now())
+                await self._ensure(
+                    m.core_path(ns, "secrets"), m.tls_secret(owner, material.secret_data()), owner
+                )
+
+    # --- MemberRuntime -----------------------------------------------------------------------
+
+    async def allocate_member(self, cluster: ClusterRef, name: str) -> MemberUrls:
+        owner, spec, obj = await self._read_cluster(cluster)
+        await self._ensure_finalizer(cluster, obj)
+        await self._ensure_cluster_objects(owner, spec)
+        return m.member_urls(cluster, name, tls=spec.tls_enabled)
+
+    async def start_member(self, launch: MemberLaunch) -> None:
+        ref, ns = launch.cluster, launch.cluster.namespace
+        owner, spec, obj = await self._read_cluster(ref)
+        await self._ensure_finalizer(ref, obj)
+        await self._ensure_cluster_objects(owner, spec)
+
+        claim_path = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(launch.name))
+        claim = await self._client.get_or_none(claim_path)
+        if claim is None:
+            await self._ensure(
+                m.core_path(ns, "persistentvolumeclaims"),
+                m.member_volume_claim(owner, launch.spec, launch.name, launch.urls),
+                owner,
+            )
+        elif _meta(claim).get("deletionTimestamp"):
+            raise KubeError(409, "VolumeDeleting", f"the data of {launch.name} is being deleted")
+
+        pod_path = m.core_path(ns, "pods", launch.name)
+        pod = await self._client.get_or_none(pod_path)
+        failures = 0
+        if pod is not None:
+            phase = (pod.get("status") or {}).get("phase")
+            if not _meta(pod).get("deletionTimestamp") and phase not in ("Failed", "Succeeded"):
+                return  # already starting or running
+            if not _meta(pod).get("deletionTimestamp"):
+                failures = failures_after(pod)
+                # It has exited; nothing to wait for, so no grace period.
+                await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
+            await self._wait_pod_gone(pod_path, str(_meta(pod).get("uid")))
+        log.info("starting member %s of %s (consecutive failures %d)", launch.name, ref, failures)
+        try:
+            await self._client.create(
+                m.core_path(ns, "pods"), m.member_pod(owner, launch, consecutive_failures=failures)
+            )
+        except KubeError as exc:
+            if not is_conflict(exc):
+                raise  # a concurrent start won the race: that pod is as good as ours
+
+    async def _wait_pod_gone(self, path: str, uid: str) -> None:
+        with trio.move_on_after(self._pod_gone_timeout):
+            while True:
+                pod = await self._client.get_or_none(path)
+                if pod is None or str(_meta(pod).get("uid")) != uid:
+                    return
+                await trio.sleep(self._poll)
+        raise KubeError(
+            409, "PodTerminating", f"{path} is still terminating after {self._pod_gone_timeout:.0f}s"
+        )
+
+    async def stop_member(self, cluster: ClusterRef, name: str) -> None:
+        # The default grace period: etcd gets SIGTERM and time to shut down cleanly.
+        await self._client.delete_if_exists(m.core_path(cluster.namespace, "pods", name))
+
+    async def delete_member(self, cluster: ClusterRef, name: str) -> None:
+        ns = cluster.namespace
+        await self._client.delete_if_exists(m.core_path(ns, "pods", name))
+        await self._client.delete_if_exists(
+            m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
+        )
+
+    async def delete_cluster(self, cluster: ClusterRef, *, keep_data: bool) -> None:
+        """Tear down per the reclaim policy, then release the EtcdCluster's finalizer.
+
+        keep_data (Retain): the claims lose their owner reference to the cluster, so the
+        garbage collector leaves them when the EtcdCluster goes; otherwise they are deleted.
+        """
+        ns = cluster.namespace
+        selector = m.label_selector(m.member_selector(cluster))
+        pods = await self._client.list_all(m.core_path(ns, "pods"), query={"labelSelector": selector})
+        for pod in pods.get("items") or []:
+            await self._client.delete_if_exists(m.core_path(ns, "pods", _meta(pod)["name"]))
+        claims = await self._client.list_all(
+            m.core_path(ns, "persistentvolumeclaims"), query={"labelSelector": selector}
+        )
+        for claim in claims.get("items") or []:
+            path = m.core_path(ns, "persistentvolumeclaims", _meta(claim)["name"])
+            if keep_data:
+                await self._orphan(path, claim)
+            else:
+                await self._client.delete_if_exists(path)
+        for path in (
+            m.core_path(ns, "services", m.peer_service_name(cluster)),
+            m.core_path(ns, "services", m.client_service_name(cluster)),
+            m.pdb_path(ns, m.disruption_budget_name(cluster)),
+            m.core_path(ns, "secrets", m.tls_secret_name(cluster)),
+        ):
+            await self._client.delete_if_exists(path)
+        await self._release_finalizer(cluster)
+
+    async def _orphan(self, path: str, obj: Mapping[str, Any]) -> None:
+        owners = [o for o in _meta(obj).get("ownerReferences") or [] if o.get("kind") != "EtcdCluster"]
+        # JSON merge patch replaces lists whole; null removes the field.
+        await self._client.merge_patch(path, {"metadata": {"ownerReferences": owners or None}})
+
+    async def _release_finalizer(self, cluster: ClusterRef) -> None:
+        path = m.cluster_path(cluster)
+        for _ in range(10):
+            obj = await self._client.get_or_none(path)
+            if obj is None:
+                return
+            meta = _meta(obj)
+            finalizers = list(meta.get("finalizers") or [])
+            if m.FINALIZER not in finalizers:
+                return
+            finalizers.remove(m.FINALIZER)
+            patch = {
+                "metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}
+            }
+            try:
+                await self._client.merge_patch(path, patch)
+                return
+            except KubeError as exc:
+                if is_not_found(exc):
+                    return
+                if not is_conflict(exc):
+                    raise
+        raise KubeError(409, "Conflict", f"could not release the finalizer of {cluster}: too many conflicts")
+
+    async def list_members(self, cluster: ClusterRef) -> Sequence[RuntimeMember]:
+        ns = cluster.namespace
+        selector = m.label_selector(m.member_selector(cluster))
+        pods = await self._client.list_all(m.core_path(ns, "pods"), query={"labelSelector": selector})
+        claims = await self._client.list_all(
+            m.core_path(ns, "persistentvolumeclaims"), query={"labelSelector": selector}
+        )
+        pod_by_member = {_meta(p)["labels"][m.LABEL_MEMBER]: p for p in pods.get("items") or []}
+        claim_by_member = {_meta(c)["labels"][m.LABEL_MEMBER]: c for c in claims.get("items") or []}
+        tls: bool | None = None
+        out = []
+        for name in sorted(set(pod_by_member) | set(claim_by_member)):
+            pod, claim = pod_by_member.get(name), claim_by_member.get(name)
+            urls = _urls_from(pod) or _urls_from(claim)
+            if urls is None:
+                if tls is None:
+                    try:
+                        tls = (await self._read_cluster(cluster))[1].tls_enabled
+                    except ClusterGone:
+                        tls = True
+                urls = m.member_urls(cluster, name, tls=tls)
+            out.append(
+                RuntimeMember(
+                    name=name,
+                    urls=urls,
+                    state=pod_state(pod),
+                    # A claim exists (bound or still waiting for a volume) and is not going away.
+                    has_data=claim is not None and not _meta(claim).get("deletionTimestamp"),
+                    pid=None,
+                    consecutive_failures=consecutive_failures(pod),
+                    exit_code=pod_exit_code(pod),
+                )
+            )
+        return out
+
+    def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
+        self._subscribers.setdefault(cluster, []).append(on_change)
+
+        def unsubscribe() -> None:
+            callbacks = self._subscribers.get(cluster, [])
+            if on_change in callbacks:
+                callbacks.remove(on_change)
+            if not callbacks:
+                self._subscribers.pop(cluster, None)
+
+        return unsubscribe
+
+    # --- the watches behind watch_members ---------------------------------------------------------
+
+    def dispatch(self, event: WatchEvent) -> None:
+        """Tell the subscribers of the event's cluster which member changed."""
+        if event.type is EventType.SYNCED:
+            return
+        found = member_ref(event.object)
+        if found is None:
+            return
+        ref, member = found
+        for callback in list(self._subscribers.get(ref, ())):
+            callback(member)
+
+    async def run(
+        self,
+        *,
+        namespaces: list[str] | None = None,
+        options: WatchOptions | None = None,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Watch our pods and claims (all namespaces, or those listed) and dispatch changes.
+
+        started() once both watches have listed, so subscribers miss nothing after it.
+        """
+        watchers = [
+            *watchers_for(self._client, PODS, namespaces, label_selector=m.MEMBER_SELECTOR, options=options),
+            *watchers_for(
+                self._client, VOLUME_CLAIMS, namespaces, label_selector=m.MEMBER_SELECTOR, options=options
+            ),
+        ]
+        send, recv = trio.open_memory_channel[WatchEvent](64)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_watchers, watchers, send)
+            task_status.started()
+            async with recv:
+                async for event in recv:
+                    self.dispatch(event)

@@ -1,0 +1,191 @@
+"""StatusSink and EventSink on Kubernetes: the status subresource, and core/v1 Events.
+
+Status writes are optimistic: the object's resourceVersion rides along, so a write based on a
+stale read answers 409 Conflict instead of overwriting someone else's newer status; the sink
+then reads again and re-applies (the status it holds is the newest truth, the read only
+supplies a fresh resourceVersion). The last object written is cached per cluster, so the
+common case is one request per publish.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from attrs import frozen
+
+from actors.codec import status_to_dict
+from actors.model import API_GROUP, API_VERSION, KIND, ClusterRef, ClusterStatus
+from supervisor.kube import manifests as m
+from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def _stamp(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_conditions(new: list[Obj], old: list[Mapping[str, Any]], now: float) -> list[Obj]:
+    """Keep a condition's lastTransitionTime while its status holds; stamp `now` when it flips.
+
+    A condition whose writer set no time (0.0 in the domain record) would otherwise be
+    stamped 1970 on every write.
+    """
+    previous = {c.get("type"): c for c in old}
+    epoch = _stamp(0.0)
+    out = []
+    for cond in new:
+        cond = dict(cond)
+        if cond.get("lastTransitionTime") in (None, "", epoch):
+            before = previous.get(cond["type"])
+            if (
+                before is not None
+                and before.get("status") == cond["status"]
+                and before.get("lastTransitionTime")
+            ):
+                cond["lastTransitionTime"] = before["lastTransitionTime"]
+            else:
+                cond["lastTransitionTime"] = _stamp(now)
+        out.append(cond)
+    return out
+
+
+@frozen
+class StatusStatistics:
+    writes: int
+    conflicts: int  # 409 answers, each followed by a re-read and a re-apply
+
+
+class KubeStatusSink:
+    """actors.ports.StatusSink: EtcdCluster status through the status subresource."""
+
+    def __init__(
+        self, client: KubeClient, *, max_attempts: int = 5, now: Callable[[], float] = time.time
+    ) -> None:
+        self._client = client
+        self._max_attempts = max_attempts
+        self._now = now
+        self._last: dict[ClusterRef, Obj] = {}
+        self._writes = self._conflicts = 0
+
+    def statistics(self) -> StatusStatistics:
+        return StatusStatistics(writes=self._writes, conflicts=self._conflicts)
+
+    async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
+        path = m.cluster_path(cluster)
+        wanted = status_to_dict(status)
+        obj = self._last.get(cluster)
+        for _ in range(self._max_attempts):
+            if obj is None:
+                obj = await self._client.get_or_none(path)
+                if obj is None:
+                    log.info("status of %s not written: the EtcdCluster is gone", cluster)
+                    return
+            old_status = obj.get("status") or {}
+            body = dict(obj)
+            body["status"] = {
+                **wanted,
+                "conditions": merge_conditions(
+                    wanted["conditions"], old_status.get("conditions") or [], self._now()
+                ),
+            }
+            try:
+                self._last[cluster] = await self._client.replace(f"{path}/status", body)
+                self._writes += 1
+                return
+            except KubeError as exc:
+                self._last.pop(cluster, None)
+                if is_not_found(exc):
+                    log.info("status of %s not written: the EtcdCluster is gone", cluster)
+                    return
+                if not is_conflict(exc):
+                    raise
+                self._conflicts += 1
+                log.debug("status of %s: conflict, reading again", cluster)
+                obj = None
+        raise KubeError(
+            409, "Conflict", f"status of {cluster}: still conflicting after {self._max_attempts} tries"
+        )
+
+    def forget(self, cluster: ClusterRef) -> None:
+        self._last.pop(cluster, None)
+
+
+class KubeEventSink:
+    """actors.ports.EventSink: one core/v1 Event per operation, on the EtcdCluster.
+
+    Events are the audit trail `kubectl describe etcdcluster` shows. Failing to write one is
+    logged, never raised: an operation already done must not be reported as failed.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        component: str = m.MANAGED_BY,
+        instance: str | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._component = component
+        self._instance = instance or os.environ.get("POD_NAME") or socket.gethostname()
+        self._now = now
+        self._uids: dict[ClusterRef, str] = {}
+        self._sequence = 0
+
+    async def _uid(self, cluster: ClusterRef) -> str:
+        if cluster not in self._uids:
+            obj = await self._client.get_or_none(m.cluster_path(cluster))
+            if obj is None:
+                return ""
+            self._uids[cluster] = str((obj.get("metadata") or {}).get("uid", ""))
+        return self._uids[cluster]
+
+    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+        try:
+            await self._client.create(
+                m.core_path(cluster.namespace, "events"), await self._event(cluster, reason, message, warning)
+            )
+        except KubeError as exc:
+            log.warning("event %s on %s not recorded (%s): %s", reason, cluster, exc, message)
+
+    async def _event(self, cluster: ClusterRef, reason: str, message: str, warning: bool) -> Obj:
+        now = self._now()
+        self._sequence += 1
+        stamp = _stamp(now)
+        involved = {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": KIND,
+            "name": cluster.name,
+            "namespace": cluster.namespace,
+        }
+        uid = await self._uid(cluster)
+        if uid:
+            involved["uid"] = uid
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            # client-go's naming: the object's name and a unique suffix.
+            "metadata": {
+                "name": f"{cluster.name}.{time.time_ns():x}{self._sequence:x}",
+                "namespace": cluster.namespace,
+            },
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }

@@ -1,0 +1,256 @@
+"""The manifest builders, the TLS material and the pure pod-state rules of supervisor.kube."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, ResourceSpec
+from supervisor.kube import manifests as m
+from supervisor.kube.runtime import consecutive_failures, failures_after, member_ref, pod_state
+from supervisor.kube.tls import generate_cluster_tls
+
+REF = ClusterRef("prod", "main")
+OWNER = m.Owner(REF, "uid-1")
+
+
+def launch(spec: ClusterSpec, name: str = "main-0", state: str = "new") -> MemberLaunch:
+    urls = m.member_urls(REF, name, tls=spec.tls_enabled)
+    return MemberLaunch(
+        cluster=REF,
+        name=name,
+        urls=urls,
+        initial_cluster=((name, urls.peer_url),),
+        initial_cluster_state=state,
+        spec=spec,
+    )
+
+
+def env_of(pod: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", [])}
+
+
+def test_member_urls_are_dns_names_under_the_peer_service() -> None:
+    urls = m.member_urls(REF, "main-3", tls=True)
+    assert urls.peer_url == "https://main-3.main-peer.prod.svc:2380"
+    assert urls.client_url == "https://main-3.main-peer.prod.svc:2379"
+    assert m.member_urls(REF, "main-3", tls=False).client_url.startswith("http://")
+
+
+def test_peer_service_is_headless_and_publishes_not_ready_addresses() -> None:
+    svc = m.peer_service(OWNER)
+    assert svc["metadata"]["name"] == "main-peer"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == m.member_selector(REF)
+    assert {p["port"] for p in svc["spec"]["ports"]} == {2379, 2380}
+
+
+def test_client_service_only_routes_to_ready_members() -> None:
+    svc = m.client_service(OWNER)
+    assert svc["metadata"]["name"] == "main-client"
+    assert "publishNotReadyAddresses" not in svc["spec"]
+    assert svc["spec"].get("clusterIP") != "None"
+
+
+def test_every_object_is_owned_by_the_cluster_and_labelled() -> None:
+    spec = ClusterSpec()
+    objs = [
+        m.peer_service(OWNER),
+        m.client_service(OWNER),
+        m.disruption_budget(OWNER),
+        m.member_volume_claim(OWNER, spec, "main-0", m.member_urls(REF, "main-0", tls=True)),
+        m.member_pod(OWNER, launch(spec)),
+    ]
+    for obj in objs:
+        meta = obj["metadata"]
+        assert meta["namespace"] == "prod"
+        (owner,) = meta["ownerReferences"]
+        assert owner == {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "name": "main",
+            "uid": "uid-1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        assert meta["labels"]["app.kubernetes.io/name"] == "etcd"
+        assert meta["labels"]["app.kubernetes.io/instance"] == "main"
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "etcd-supervisor"
+    for member_obj in objs[3:]:
+        assert member_obj["metadata"]["labels"]["app.kubernetes.io/component"] == "member"
+        assert member_obj["metadata"]["labels"]["etcd.io/member"] == "main-0"
+
+
+def test_disruption_budget_keeps_quorum() -> None:
+    pdb = m.disruption_budget(OWNER)
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == m.member_selector(REF)
+
+
+def test_official_pod_uses_flags_and_its_own_dns_name() -> None:
+    spec = ClusterSpec(
+        tls_enabled=False, resources=ResourceSpec(requests={"cpu": "100m"}, limits={"memory": "512Mi"})
+    )
+    pod = m.member_pod(OWNER, launch(spec, state="existing"))
+    pod_spec = pod["spec"]
+    assert pod_spec["hostname"] == "main-0"
+    assert pod_spec["subdomain"] == "main-peer"
+    (etcd,) = pod_spec["containers"]
+    assert etcd["image"] == "quay.io/coreos/etcd:v3.5.21"
+    assert "env" not in etcd
+    args = etcd["args"]
+    assert "--name=main-0" in args
+    assert "--initial-cluster-state=existing" in args
+    assert "--initial-cluster=main-0=http://main-0.main-peer.prod.svc:2380" in args
+    assert "--advertise-client-urls=http://main-0.main-peer.prod.svc:2379" in args
+    assert "--initial-cluster-token=main-uid-1" in args
+    assert "tcpSocket" not in etcd["readinessProbe"]
+    assert etcd["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "512Mi"}}
+    assert pod_spec["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "main-0-data"}}]
+    anti = pod_spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert pod_spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
+def test_bitnami_pod_gets_exactly_the_required_environment_and_a_tcp_probe() -> None:
+    spec = ClusterSpec(repository="docker.io/bitnami/etcd", tls_enabled=False)
+    pod = m.member_pod(OWNER, launch(spec))
+    (etcd,) = pod["spec"]["containers"]
+    assert etcd["image"] == "docker.io/bitnami/etcd:3.5.21"
+    assert "args" not in etcd and "command" not in etcd  # bitnami's own entrypoint
+    env = env_of(pod)
+    assert env["ETCD_ON_K8S"] == "yes"
+    assert env["ETCD_CLUSTER_DOMAIN"] == "main-peer.prod.svc.cluster.local"
+    assert env["MY_STS_NAME"] == "main"
+    assert env["ALLOW_NONE_AUTHENTICATION"] == "yes"
+    assert env["ETCD_ROOT_PASSWORD"] == ""
+    # Everything else is an ETCD_* twin of an official flag.
+    extra = set(env) - {
+        "ETCD_ON_K8S",
+        "ETCD_CLUSTER_DOMAIN",
+        "MY_STS_NAME",
+        "ALLOW_NONE_AUTHENTICATION",
+        "ETCD_ROOT_PASSWORD",
+    }
+    assert all(name.startswith("ETCD_") for name in extra)
+    assert env["ETCD_NAME"] == "main-0"
+    assert env["ETCD_INITIAL_CLUSTER_STATE"] == "new"
+    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == "http://main-0.main-peer.prod.svc:2379"
+    assert etcd["readinessProbe"]["tcpSocket"] == {"port": 2379}
+    assert pod["spec"]["securityContext"] == {"fsGroup": 1001}
+    assert etcd["volumeMounts"][0]["mountPath"] == "/bitnami/etcd"
+
+
+def test_debug_sidecar_only_on_request() -> None:
+    assert len(m.member_pod(OWNER, launch(ClusterSpec()))["spec"]["containers"]) == 1
+    pod = m.member_pod(OWNER, launch(ClusterSpec(debug_sidecar=True)))
+    sidecar = pod["spec"]["containers"][1]
+    assert sidecar["image"].startswith("nicolaka/netshoot")
+    assert sidecar["resources"] == {
+        "requests": {"cpu": "50m", "memory": "64Mi"},
+        "limits": {"cpu": "100m", "memory": "128Mi"},
+    }
+
+
+def test_tls_pod_mounts_only_the_member_material_and_uses_https() -> None:
+    pod = m.member_pod(OWNER, launch(ClusterSpec(tls_enabled=True)))
+    etcd = pod["spec"]["containers"][0]
+    args = etcd["args"]
+    assert "--listen-peer-urls=https://0.0.0.0:2380" in args
+    assert "--peer-client-cert-auth=true" in args and "--client-cert-auth=true" in args
+    assert "--cert-file=/etc/etcd/tls/tls.crt" in args
+    tls_volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "tls")
+    assert tls_volume["secret"]["secretName"] == "main-tls"
+    assert {i["key"] for i in tls_volume["secret"]["items"]} == {"ca.crt", "tls.crt", "tls.key"}  # no CA key
+
+
+def test_claim_carries_size_class_and_urls() -> None:
+    spec = ClusterSpec()
+    spec = ClusterSpec(storage=type(spec.storage)(size="1Gi", storage_class_name="fast"))
+    urls = m.member_urls(REF, "main-1", tls=True)
+    pvc = m.member_volume_claim(OWNER, spec, "main-1", urls)
+    assert pvc["metadata"]["name"] == "main-1-data"
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert pvc["spec"]["storageClassName"] == "fast"
+    assert pvc["metadata"]["annotations"][m.ANNOTATION_PEER_URL] == urls.peer_url
+
+
+def test_tls_material_covers_members_and_client_service() -> None:
+    now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    material = generate_cluster_tls(REF, now=now)
+    data = material.secret_data()
+    assert set(data) == {"ca.crt", "ca.key", "tls.crt", "tls.key", "client.crt", "client.key"}
+    ca = x509.load_pem_x509_certificate(base64.b64decode(data["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+    cert.verify_directly_issued_by(ca)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    assert "*.main-peer.prod.svc" in sans
+    assert "*.main-peer.prod.svc.cluster.local" in sans
+    assert "main-client.prod.svc" in sans
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usages and ExtendedKeyUsageOID.CLIENT_AUTH in usages
+    client = x509.load_pem_x509_certificate(base64.b64decode(data["client.crt"]))
+    client.verify_directly_issued_by(ca)
+
+
+def pod(
+    phase: str, *, ready: bool = False, deleting: bool = False, failures: int = 0, ran: float = 1.0
+) -> dict:
+    started = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    finished = started + dt.timedelta(seconds=ran)
+    meta: dict = {"annotations": {m.ANNOTATION_FAILURES: str(failures)}}
+    if deleting:
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    return {
+        "metadata": meta,
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [
+                {
+                    "name": "etcd",
+                    "state": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "startedAt": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        }
+                    }
+                    if phase == "Failed"
+                    else {"running": {}},
+                }
+            ],
+        },
+    }
+
+
+def test_pod_state_from_phase_and_readiness() -> None:
+    assert pod_state(None) is ProcessState.ABSENT
+    assert pod_state(pod("Pending")) is ProcessState.STARTING
+    assert pod_state(pod("Running")) is ProcessState.STARTING
+    assert pod_state(pod("Running", ready=True)) is ProcessState.RUNNING
+    assert pod_state(pod("Running", ready=True, deleting=True)) is ProcessState.EXITED
+    assert pod_state(pod("Failed")) is ProcessState.EXITED
+    assert pod_state(pod("Succeeded")) is ProcessState.EXITED
+
+
+def test_crash_counting_across_replacement_pods() -> None:
+    assert failures_after(pod("Failed", failures=2)) == 3
+    assert failures_after(pod("Failed", failures=2, ran=3600)) == 1  # ran healthily first
+    assert failures_after(pod("Succeeded", failures=2)) == 0
+    assert consecutive_failures(pod("Running", ready=True, failures=4)) == 0
+    assert consecutive_failures(pod("Pending", failures=4)) == 4
+    assert consecutive_failures(pod("Failed", failures=4)) == 5
+
+
+def test_member_ref_reads_our_labels_only() -> None:
+    obj = m.member_pod(OWNER, launch(ClusterSpec()))
+    assert member_ref(obj) == (REF, "main-0")
+    obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "someone-else"
+    assert member_ref(obj) is None
