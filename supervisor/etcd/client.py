@@ -565,7 +565,7 @@ async def _translated(
         except StopAsyncIteration:
             return
         except Exception as error:
-            typed = translate(error, endpoint)
+            typed = translate(error, endpoint, pool)
             if typed is None or typed is error:
                 raise
             if isinstance(typed, EtcdConnectionError):

@@ -57,6 +57,10 @@ class ChannelPool:
         self._ssl_context: ssl.SSLContext | None = None
         self._channels: dict[str, Channel] = {}
 
+    @property
+    def presents_client_certificate(self) -> bool:
+        return self._tls is not None and self._tls.cert_file is not None
+
     def _context(self) -> ssl.SSLContext:
         if self._ssl_context is None:
             self._ssl_context = (self._tls or TlsConfig()).ssl_context()
@@ -94,9 +98,12 @@ class ChannelPool:
             self.drop(url)
 
 
-def translate(error: BaseException, endpoint: Endpoint) -> EtcdError | None:
+def translate(error: BaseException, endpoint: Endpoint, pool: ChannelPool) -> EtcdError | None:
     """Our typed error for what grpclib or the socket raised (None: not ours to translate)."""
     url = endpoint.url
+    # A TLS 1.3 server that wants a client certificate only says so after the handshake, by
+    # dropping the connection: from a client without one, that drop means "certificate required".
+    refused_for_no_cert = endpoint.secure and not pool.presents_client_certificate
     match error:
         case EtcdError():
             return error
@@ -106,10 +113,11 @@ def translate(error: BaseException, endpoint: Endpoint) -> EtcdError | None:
             return EtcdTimeout("deadline exceeded", endpoint=url)
         case ssl.SSLError():
             return EtcdTlsError(f"TLS handshake failed: {error}", endpoint=url)
-        case ConnectionResetError() | BrokenPipeError() if endpoint.secure:
-            # A TLS 1.3 server that wants a client certificate only says so after the handshake,
-            # by dropping the connection when it sees none.
-            return EtcdTlsError(f"TLS connection closed by the server: {error!r}", endpoint=url)
+        case ConnectionResetError() | BrokenPipeError() | StreamTerminatedError() if refused_for_no_cert:
+            return EtcdTlsError(
+                f"TLS server closed the connection; it may require a client certificate ({error!r})",
+                endpoint=url,
+            )
         case OSError() | StreamTerminatedError() | ProtocolError() | EOFError():
             return EtcdConnectionError(f"connection failed: {error!r}", endpoint=url)
     return None
@@ -124,7 +132,7 @@ async def invoke(
     try:
         return await call(pool.get(endpoint))
     except Exception as error:
-        typed = translate(error, endpoint)
+        typed = translate(error, endpoint, pool)
         if typed is None or typed is error:
             raise
         if isinstance(typed, EtcdConnectionError):

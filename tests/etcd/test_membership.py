@@ -1,0 +1,104 @@
+"""Membership changes against a real cluster: learners, promotion, removal, leader moves."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
+
+import pytest
+import trio
+
+from supervisor.etcd import (
+    BadLeaderTransferee,
+    LearnerNotReady,
+    MemberNotFound,
+    TooManyLearners,
+    UnhealthyCluster,
+    open_etcd_client,
+)
+from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+
+T = TypeVar("T")
+
+
+async def patiently(change: Callable[[], Awaitable[T]], seconds: float = 20) -> T:
+    """etcd refuses membership changes as "unhealthy" until a new leader has seen its peers for 5s."""
+    with trio.fail_after(seconds):
+        while True:
+            try:
+                return await change()
+            except UnhealthyCluster:
+                await trio.sleep(0.25)
+
+
+@pytest.fixture(scope="module")
+def cluster(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    with running_cluster(binaries, tmp_path_factory.mktemp("members"), size=3) as cluster:
+        yield cluster
+
+
+async def test_move_leader(cluster: EtcdCluster, asyncio_loop: None) -> None:
+    async with open_etcd_client(cluster.endpoints, call_timeout=10) as client:
+        leader = await client.leader()
+        target = next(m for m in await client.member_list() if m.id != leader.id and not m.is_learner)
+        await client.move_leader(target.id)
+        with trio.fail_after(10):
+            while (await client.leader()).id != target.id:  # noqa: ASYNC110 (polling etcd, not trio state)
+                await trio.sleep(0.1)
+        with pytest.raises(BadLeaderTransferee):
+            await client.move_leader(0xDEAD)
+
+
+async def test_learner_is_added_promoted_once_caught_up_and_removed(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    joining = cluster.prepare_member()
+    async with open_etcd_client(cluster.endpoints, call_timeout=10) as client:
+        learner = await patiently(lambda: client.member_add([joining.peer_url], learner=True))
+        assert learner.is_learner and learner.peer_urls == (joining.peer_url,)
+        assert not learner.started
+
+        # Not started, so nowhere near the leader's log: etcd refuses the promotion.
+        with pytest.raises(LearnerNotReady):
+            await client.member_promote(learner.id)
+        # One learner at a time (etcd's default --max-learners is 1).
+        spare = cluster.prepare_member()
+        with pytest.raises(TooManyLearners):
+            await client.member_add([spare.peer_url], learner=True)
+
+        await trio.to_thread.run_sync(lambda: cluster.start_joining(joining))
+        with trio.fail_after(30):
+            while True:
+                try:
+                    members = await client.member_promote(learner.id)
+                    break
+                except LearnerNotReady:
+                    await trio.sleep(0.2)
+        promoted = next(m for m in members if m.id == learner.id)
+        assert not promoted.is_learner
+        await trio.to_thread.run_sync(cluster.wait_healthy)
+        client.set_endpoints(cluster.endpoints)
+        assert (await client.status(joining.client_url)).member_id == learner.id
+
+        # Back to three: remove the newcomer again.
+        remaining = await patiently(lambda: client.member_remove(learner.id))
+        assert learner.id not in {m.id for m in remaining}
+        assert len(remaining) == 3
+        cluster.forget(joining)
+        client.set_endpoints(cluster.endpoints)
+        with pytest.raises(MemberNotFound):
+            await client.member_remove(learner.id)
+        assert len(await client.member_list()) == 3
+
+
+async def test_member_update_changes_peer_urls(cluster: EtcdCluster, asyncio_loop: None) -> None:
+    async with open_etcd_client(cluster.endpoints, call_timeout=10) as client:
+        added = await patiently(
+            lambda: client.member_add([cluster.prepare_member().peer_url], learner=True)
+        )
+        try:
+            moved = cluster.prepare_member().peer_url
+            members = await client.member_update(added.id, [moved])
+            assert next(m for m in members if m.id == added.id).peer_urls == (moved,)
+        finally:
+            await patiently(lambda: client.member_remove(added.id))
