@@ -163,7 +163,9 @@ class LocalRuntime:
         # this trio run cannot interleave and pick the same ports.
         scheme = "https" if self.tls_enabled(cluster) else "http"
         peer, client = processes.pick_free_ports(2, taken=self._ports_taken())
-        urls = MemberUrls(peer_url=f"{scheme}://127.0.0.1:{peer}", client_url=f"{scheme}://127.0.0.1:{client}")
+        urls = MemberUrls(
+            peer_url=f"{scheme}://127.0.0.1:{peer}", client_url=f"{scheme}://127.0.0.1:{client}"
+        )
         write_json_atomically(member.member_file, StoredMember(name, urls).to_dict())
         log.info("allocated %s/%s peer %s client %s", cluster, name, urls.peer_url, urls.client_url)
         return urls
@@ -210,9 +212,7 @@ class LocalRuntime:
 
     async def delete_cluster(self, cluster: ClusterRef, *, keep_data: bool) -> None:
         keys = [key for key in self._live if key[0] == cluster]
-        async with trio.open_nursery() as nursery:
-            for key in keys:
-                nursery.start_soon(self._stop, key)
+        await self._stop_members_of(cluster)
         for key in [key for key in self._history if key[0] == cluster]:
             del self._history[key]
         if not keep_data:
@@ -312,7 +312,12 @@ class LocalRuntime:
             )
             log.warning(
                 "%s/%s pid %d exited with %s after %.1f s (consecutive failures: %d)",
-                key[0], key[1], proc.popen.pid, code, ran, history.consecutive_failures,
+                key[0],
+                key[1],
+                proc.popen.pid,
+                code,
+                ran,
+                history.consecutive_failures,
             )
         else:
             log.info("%s/%s pid %d stopped (exit %s)", key[0], key[1], proc.popen.pid, code)
@@ -339,11 +344,20 @@ class LocalRuntime:
                 await processes.wait_exit(proc.popen)
         self._record_exit(key, proc)
 
+    async def _stop_members_of(self, cluster: ClusterRef) -> None:
+        # One member at a time. Stopped together, the leader starts a leadership transfer to a
+        # peer that is itself shutting down and then hangs (etcd 3.5) until SIGKILL; stopped in
+        # turn, each leader hands over to a live peer, and the last one has nobody to wait for.
+        names = [name for c, name in self._live if c == cluster]
+        names.sort(key=lambda n: _ordinal_order(cluster, n))
+        for name in reversed(names):
+            await self._stop((cluster, name))
+
     async def _stop_all(self) -> None:
         self._closing = True
         async with trio.open_nursery() as nursery:
-            for key in list(self._live):
-                nursery.start_soon(self._stop, key)
+            for cluster in {cluster for cluster, _ in self._live}:
+                nursery.start_soon(self._stop_members_of, cluster)
 
     def _notify(self, key: _MemberKey) -> None:
         if self._closing:

@@ -94,16 +94,16 @@ async def wait_member(
     check: Callable[[RuntimeMember], bool],
     *,
     cluster: ClusterRef = CLUSTER,
-    timeout: float = 20,
+    within: float = 20,
 ) -> RuntimeMember:
     last = None
-    with trio.move_on_after(timeout):
+    with trio.move_on_after(within):
         while True:
             last = await member(rt, name, cluster)
             if check(last):
                 return last
             await trio.sleep(0.05)
-    raise AssertionError(f"{name} never met the condition within {timeout} s; last seen {last}")
+    raise AssertionError(f"{name} never met the condition within {within} s; last seen {last}")
 
 
 async def wait_running(rt: LocalRuntime, name: str, **kw: object) -> RuntimeMember:
@@ -111,9 +111,19 @@ async def wait_running(rt: LocalRuntime, name: str, **kw: object) -> RuntimeMemb
 
 
 async def etcdctl(
-    endpoint: str, *args: str, tls: TlsFiles | None = None, cacert_only: Path | None = None, check: bool = True
+    endpoint: str,
+    *args: str,
+    tls: TlsFiles | None = None,
+    cacert_only: Path | None = None,
+    check: bool = True,
+    command_timeout: int = 5,
 ) -> subprocess.CompletedProcess[bytes]:
-    argv = [str(ETCDCTL), f"--endpoints={endpoint}", "--dial-timeout=3s", "--command-timeout=5s"]
+    argv = [
+        str(ETCDCTL),
+        f"--endpoints={endpoint}",
+        "--dial-timeout=3s",
+        f"--command-timeout={command_timeout}s",
+    ]
     if tls is not None:
         argv += [f"--cacert={tls.ca}", f"--cert={tls.cert}", f"--key={tls.key}"]
     if cacert_only is not None:
@@ -127,12 +137,12 @@ async def etcdctl(
     return result
 
 
-async def wait_healthy(endpoint: str, *, tls: TlsFiles | None = None, timeout: float = 20) -> None:
+async def wait_healthy(endpoint: str, *, tls: TlsFiles | None = None, within: float = 20) -> None:
     """etcd answers a put only once it has a leader and serves; RUNNING means just 'listening'."""
-    with trio.move_on_after(timeout):
+    with trio.move_on_after(within):
         while True:
             result = await etcdctl(endpoint, "endpoint", "health", tls=tls, check=False)
             if result.returncode == 0:
                 return
             await trio.sleep(0.2)
-    raise AssertionError(f"{endpoint} not healthy within {timeout} s")
+    raise AssertionError(f"{endpoint} not healthy within {within} s")

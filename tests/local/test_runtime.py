@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,11 +155,16 @@ async def test_stale_etcd_from_a_previous_daemon_is_killed_on_open(state_dir: Pa
         urls = await rt.allocate_member(CLUSTER, "demo-0")
     data_dir = state_dir / "default" / "demo" / "members" / "demo-0" / "data"
     # What a daemon that died without PDEATHSIG (or another tool) would leave behind.
-    stray = subprocess.Popen(
+    stray = await trio.lowlevel.open_process(
         [
-            str(etcd_binary), "--name=demo-0", "--data-dir", str(data_dir),
-            f"--listen-peer-urls={urls.peer_url}", f"--initial-advertise-peer-urls={urls.peer_url}",
-            f"--listen-client-urls={urls.client_url}", f"--advertise-client-urls={urls.client_url}",
+            str(etcd_binary),
+            "--name=demo-0",
+            "--data-dir",
+            str(data_dir),
+            f"--listen-peer-urls={urls.peer_url}",
+            f"--initial-advertise-peer-urls={urls.peer_url}",
+            f"--listen-client-urls={urls.client_url}",
+            f"--advertise-client-urls={urls.client_url}",
             f"--initial-cluster=demo-0={urls.peer_url}",
         ],
         stdout=subprocess.DEVNULL,
@@ -167,15 +173,17 @@ async def test_stale_etcd_from_a_previous_daemon_is_killed_on_open(state_dir: Pa
     try:
         await wait_healthy(urls.client_url)
         async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
-            assert stray.poll() is not None or not pid_is_alive(stray.pid)
+            assert not pid_is_alive(stray.pid)
             launch = await start_seed(rt)  # same ports: free again
             assert launch.urls == urls
             await wait_running(rt, "demo-0")
             await wait_healthy(urls.client_url)
     finally:
         stray.kill()
-        stray.wait()
+        await stray.wait()
 
+
+REPO = Path(__file__).resolve().parents[2]
 
 DAEMON = """
 import sys, trio
@@ -188,7 +196,8 @@ async def main():
     async with open_local_runtime(Path(sys.argv[1])) as rt:
         rt.set_cluster_spec(cluster, spec)
         urls = await rt.allocate_member(cluster, "demo-0")
-        await rt.start_member(MemberLaunch(cluster, "demo-0", urls, (("demo-0", urls.peer_url),), "new", spec))
+        seed = MemberLaunch(cluster, "demo-0", urls, (("demo-0", urls.peer_url),), "new", spec)
+        await rt.start_member(seed)
         while True:
             (m,) = await rt.list_members(cluster)
             if m.state is ProcessState.RUNNING:
@@ -207,25 +216,28 @@ trio.run(main)
 async def test_etcd_dies_with_a_killed_daemon(state_dir: Path, tmp_path: Path) -> None:
     script = tmp_path / "daemon.py"
     script.write_text(DAEMON)
-    daemon = subprocess.Popen(
-        [os.sys.executable, str(script), str(state_dir)],  # type: ignore[attr-defined]
-        stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[2],
+    daemon = await trio.lowlevel.open_process(
+        [sys.executable, str(script), str(state_dir)], stdout=subprocess.PIPE, cwd=REPO
     )
+    assert daemon.stdout is not None
     try:
+        out = b""
         with trio.fail_after(30):
-            line = await trio.to_thread.run_sync(daemon.stdout.readline)  # type: ignore[union-attr]
-        etcd_pid = int(line)
+            while not out.endswith(b"\n"):
+                chunk = await daemon.stdout.receive_some()
+                assert chunk, "the daemon script died before reporting etcd's pid"
+                out += chunk
+        etcd_pid = int(out)
         assert pid_is_alive(etcd_pid)
         daemon.send_signal(signal.SIGKILL)
-        daemon.wait()
+        await daemon.wait()
         with trio.move_on_after(5):
-            while pid_is_alive(etcd_pid):
+            while pid_is_alive(etcd_pid):  # noqa: ASYNC110 -- another process's death has no event
                 await trio.sleep(0.05)
         assert not pid_is_alive(etcd_pid), "etcd outlived its daemon"
     finally:
         daemon.kill()
-        daemon.wait()
+        await daemon.wait()
 
 
 async def test_tls_cluster_needs_the_client_certificate(runtime, state_dir: Path) -> None:
@@ -243,28 +255,39 @@ async def test_tls_cluster_needs_the_client_certificate(runtime, state_dir: Path
     got = await etcdctl(launch.urls.client_url, "get", "secret", "--print-value-only", tls=files)
     assert got.stdout.decode().strip() == "42"
 
-    refused = await etcdctl(launch.urls.client_url, "get", "secret", cacert_only=files.ca, check=False)
+    refused = await etcdctl(
+        launch.urls.client_url, "get", "secret", cacert_only=files.ca, check=False, command_timeout=1
+    )
     assert refused.returncode != 0
-    plain = await etcdctl(launch.urls.client_url.replace("https", "http"), "get", "secret", check=False)
+    plain = await etcdctl(
+        launch.urls.client_url.replace("https", "http"), "get", "secret", check=False, command_timeout=1
+    )
     assert plain.returncode != 0
     assert runtime.client_tls_files(CLUSTER) is None or runtime.tls_enabled(CLUSTER)
 
 
-async def test_a_second_member_joins_with_initial_state_existing(runtime) -> None:
+async def test_a_learner_joins_with_initial_state_existing(runtime) -> None:
     seed = await start_seed(runtime)
     await wait_healthy(seed.urls.client_url)
     urls = await runtime.allocate_member(CLUSTER, "demo-1")
-    await etcdctl(seed.urls.client_url, "member", "add", "demo-1", f"--peer-urls={urls.peer_url}")
-    await runtime.start_member(
-        MemberLaunch(
-            CLUSTER, "demo-1", urls, ((seed.name, seed.urls.peer_url), ("demo-1", urls.peer_url)), "existing", PLAIN
-        )
+    # The way the actors grow a cluster: add as a learner (quorum untouched), start, promote.
+    await etcdctl(
+        seed.urls.client_url, "member", "add", "demo-1", f"--peer-urls={urls.peer_url}", "--learner"
     )
+    both = ((seed.name, seed.urls.peer_url), ("demo-1", urls.peer_url))
+    await runtime.start_member(MemberLaunch(CLUSTER, "demo-1", urls, both, "existing", PLAIN))
     await wait_running(runtime, "demo-1")
+    listed = await etcdctl(seed.urls.client_url, "member", "list", "-w", "json")
+    (learner,) = [m for m in json.loads(listed.stdout)["members"] if m.get("isLearner")]
+    with trio.fail_after(20):
+        while True:  # refused until the learner has caught up
+            promote = ["member", "promote", f"{learner['ID']:x}"]
+            if (await etcdctl(seed.urls.client_url, *promote, check=False)).returncode == 0:
+                break
+            await trio.sleep(0.2)
     await wait_healthy(urls.client_url)
     listed = await etcdctl(urls.client_url, "member", "list", "-w", "json")
-    names = sorted(m.get("name", "") for m in json.loads(listed.stdout)["members"])
-    assert names == ["demo-0", "demo-1"]
+    assert sorted(m.get("name", "") for m in json.loads(listed.stdout)["members"]) == ["demo-0", "demo-1"]
     assert [m.name for m in await runtime.list_members(CLUSTER)] == ["demo-0", "demo-1"]
 
 

@@ -1,0 +1,67 @@
+"""The manifest watcher, on real files in real (short) time."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from supervisor.local.manifest import watch_manifest
+
+POLL = 0.02
+
+
+async def next_text(receive: trio.MemoryReceiveChannel[str | None]) -> str | None:
+    with trio.fail_after(5):
+        return await receive.receive()
+
+
+async def test_sends_the_text_at_start_and_on_every_change(tmp_path: Path) -> None:
+    path = tmp_path / "clusters.yaml"
+    path.write_text("size: 1\n")
+    send, receive = trio.open_memory_channel[str | None](10)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: watch_manifest(path, send, poll_interval=POLL))
+        assert await next_text(receive) == "size: 1\n"
+
+        path.write_text("size: 3\n")  # same length: caught by mtime or hash
+        assert await next_text(receive) == "size: 3\n"
+
+        # An editor's save: write a new file, rename it over the old one.
+        tmp = tmp_path / ".clusters.yaml.swp"
+        tmp.write_text("size: 5\nversion: 3.5.21\n")
+        os.replace(tmp, path)
+        assert await next_text(receive) == "size: 5\nversion: 3.5.21\n"
+
+        # Touching without changing the content sends nothing.
+        os.utime(path)
+        with trio.move_on_after(10 * POLL):
+            assert await receive.receive() is None, "unchanged content must not be resent"
+            raise AssertionError("unchanged content was resent")
+
+        path.unlink()
+        assert await next_text(receive) is None
+        with trio.move_on_after(10 * POLL):
+            await receive.receive()
+            raise AssertionError("a missing file is reported once, not on every poll")
+
+        path.write_bytes(b"\xff\xfe not utf-8")
+        # Still an error, already reported: nothing new. Then a good file again.
+        with trio.move_on_after(10 * POLL):
+            await receive.receive()
+            raise AssertionError("an unreadable file after a missing one is the same error")
+        path.write_text("size: 7\n")
+        assert await next_text(receive) == "size: 7\n"
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_missing_file_at_start_is_an_error_value_then_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "later.yaml"
+    send, receive = trio.open_memory_channel[str | None](10)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: watch_manifest(path, send, poll_interval=POLL))
+        assert await next_text(receive) is None
+        path.write_text("kind: EtcdCluster\n")
+        assert await next_text(receive) == "kind: EtcdCluster\n"
+        nursery.cancel_scope.cancel()
