@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import trio
 
 from supervisor import __version__
+from supervisor.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,11 +38,22 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser("local", help="run clusters as etcd processes on loopback, no Kubernetes")
     local.add_argument("file", help="YAML file with one or more EtcdCluster documents")
     local.add_argument("--state-dir", default=".state", help="where member data and status.json live")
+    local.add_argument("--no-board", action="store_true", help="no live status table on the terminal")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging(level=args.log_level, fmt=args.log_format)
+    if args.command == "local":
+        from supervisor.local.daemon import run_local
+
+        file = Path(args.file)
+        if not file.is_file():
+            print(f"etcd-supervisor local: {file}: no such file", file=sys.stderr)
+            return 2
+        trio.run(partial(run_local, file, Path(args.state_dir), show_board=not args.no_board))
+        return 0
     print(f"etcd-supervisor {args.command}: not implemented yet", file=sys.stderr)
     return 2
 

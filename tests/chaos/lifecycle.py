@@ -4,7 +4,7 @@ the real actors, the real etcd client. Statuses and events are collected in memo
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import attrs
@@ -82,7 +82,9 @@ def resource(
 
 
 @contextlib.asynccontextmanager
-async def open_local_supervisor(state_dir: Path, *, timing: Timing = FAST) -> AsyncIterator[LocalSupervisor]:
+async def open_local_supervisor(
+    state_dir: Path, *, timing: Timing = FAST, wrap: Callable[[ClusterPorts], ClusterPorts] | None = None
+) -> AsyncIterator[LocalSupervisor]:
     recorder = Recorder()
     admins: list[EtcdAdminAdapter] = []
     async with open_asyncio_loop(), open_local_runtime(state_dir) as runtime:
@@ -93,7 +95,8 @@ async def open_local_supervisor(state_dir: Path, *, timing: Timing = FAST) -> As
             tls = TlsConfig(files.ca, files.cert, files.key) if files else None
             admin = EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
             admins.append(admin)
-            return ClusterPorts(runtime, admin, recorder, recorder)
+            ports = ClusterPorts(runtime, admin, recorder, recorder)
+            return wrap(ports) if wrap else ports
 
         root = Supervisor("test-root", intensity=Intensity(100, 10.0))
         try:
