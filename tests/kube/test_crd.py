@@ -1,0 +1,345 @@
+"""The EtcdCluster CRD as a real kube-apiserver enforces it: rejections name the field and the
+rule, defaults are filled in, storage class is immutable, even sizes draw a warning from the
+ValidatingAdmissionPolicy, and the scale/status subresources and printer columns work."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.harness.kube import REPO, KubeAPIServer
+
+ADMISSION = REPO / "deploy" / "admission"
+
+
+def manifest(name: str, spec: dict[str, Any] | None, **extra: Any) -> str:
+    obj: dict[str, Any] = {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name},
+    }
+    if spec is not None:
+        obj["spec"] = spec
+    obj.update(extra)
+    # JSON, not YAML: a name like "n" or "y" must not turn into a boolean on the way.
+    return json.dumps(obj)
+
+
+@pytest.fixture(scope="module")
+def server(kube_crds: KubeAPIServer) -> KubeAPIServer:
+    """The session server with the CRDs and the even-size warning policy in force."""
+    kube_crds.apply_kustomization(ADMISSION)
+    # A new policy is enforced once the admission plugin has compiled it: probe with a
+    # server-side dry run (which passes through admission) until the warning shows.
+    probe = manifest("probe", {"size": 2})
+    deadline = time.monotonic() + 60
+    while (
+        "Warning:"
+        not in kube_crds.kubectl("create", "--dry-run=server", "-n", "default", "-f", "-", input=probe).stderr
+    ):
+        assert time.monotonic() < deadline, "the even-size ValidatingAdmissionPolicy never took effect"
+        time.sleep(0.5)
+    return kube_crds
+
+
+def get(server: KubeAPIServer, ns: str, name: str) -> dict[str, Any]:
+    return server.get_json("etcdcluster", name, namespace=ns)
+
+
+EXPECTED_DEFAULT_SPEC = {
+    "size": 3,
+    "version": "3.5.21",
+    "repository": "quay.io/coreos/etcd",
+    "storage": {"size": "10Gi", "reclaimPolicy": "Retain"},
+    "security": {"tls": {"enabled": True}},
+    "debug": {"networkSidecar": False},
+}
+
+
+@pytest.mark.parametrize("spec", [{}, None], ids=["empty-spec", "no-spec"])
+def test_defaults_are_applied(
+    server: KubeAPIServer, kube_namespace: str, spec: dict[str, Any] | None
+) -> None:
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("defaults", spec))
+    assert get(server, kube_namespace, "defaults")["spec"] == EXPECTED_DEFAULT_SPEC
+
+
+def test_partial_nested_objects_are_completed(server: KubeAPIServer, kube_namespace: str) -> None:
+    spec = {"size": 5, "storage": {"storageClassName": "fast"}, "security": {}}
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("partial", spec))
+    got = get(server, kube_namespace, "partial")["spec"]
+    assert got["size"] == 5
+    assert got["storage"] == {"size": "10Gi", "reclaimPolicy": "Retain", "storageClassName": "fast"}
+    assert got["security"] == {"tls": {"enabled": True}}
+
+
+def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespace: str) -> None:
+    spec = {
+        "size": 7,
+        "version": "3.4.34",
+        "repository": "localhost:5000/mirror/bitnami/etcd",
+        "storage": {"size": "512Mi", "storageClassName": "standard", "reclaimPolicy": "Delete"},
+        "security": {"tls": {"enabled": False}},
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
+        "debug": {"networkSidecar": True},
+    }
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("full", spec))
+    assert get(server, kube_namespace, "full")["spec"] == spec
+
+
+# (spec, the field the message must name, a phrase of the rule)
+REJECTED = {
+    "size-0": ({"size": 0}, "spec.size", "between 1 and 9"),
+    "size-10": ({"size": 10}, "spec.size", "less than or equal to 9"),
+    "size-negative": ({"size": -3}, "spec.size", "greater than or equal to 1"),
+    "size-string": ({"size": "three"}, "spec.size", "must be of type integer"),
+    "size-float": ({"size": 2.5}, "spec.size", "must be of type integer"),
+    "version-empty": ({"version": ""}, "spec.version", "MAJOR.MINOR.PATCH"),
+    "version-v-prefix": ({"version": "v3.5.21"}, "spec.version", "without a leading 'v'"),
+    "version-two-parts": ({"version": "3.5"}, "spec.version", "MAJOR.MINOR.PATCH"),
+    "version-word": ({"version": "latest"}, "spec.version", "MAJOR.MINOR.PATCH"),
+    "version-number": ({"version": 3.5}, "spec.version", "must be of type string"),
+    "storage-negative": ({"storage": {"size": "-1Gi"}}, "spec.storage.size", "positive quantity"),
+    "storage-zero": ({"storage": {"size": "0Gi"}}, "spec.storage.size", "positive quantity"),
+    "storage-word": ({"storage": {"size": "ten gigs"}}, "spec.storage.size", "positive quantity"),
+    "storage-milli": ({"storage": {"size": "100m"}}, "spec.storage.size", "positive quantity"),
+    "storage-empty": ({"storage": {"size": ""}}, "spec.storage.size", "positive quantity"),
+    "reclaim-unknown": (
+        {"storage": {"reclaimPolicy": "Recycle"}},
+        "spec.storage.reclaimPolicy",
+        "Unsupported value",
+    ),
+    "repository-tag": ({"repository": "quay.io/coreos/etcd:v3.5.21"}, "spec.repository", "without a tag"),
+    "repository-empty": ({"repository": ""}, "spec.repository", "at least 1 chars long"),
+    "tls-string": (
+        {"security": {"tls": {"enabled": "yes"}}},
+        "spec.security.tls.enabled",
+        "must be of type boolean",
+    ),
+    "resources-bad-quantity": (
+        {"resources": {"requests": {"memory": "lots"}}},
+        "spec.resources.requests.memory",
+        "should match",
+    ),
+}
+
+
+@pytest.mark.parametrize("spec,field,rule", REJECTED.values(), ids=REJECTED.keys())
+def test_bad_spec_is_rejected_naming_field_and_rule(
+    server: KubeAPIServer, kube_namespace: str, spec: dict[str, Any], field: str, rule: str
+) -> None:
+    proc = server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("bad", spec), check=False)
+    assert proc.returncode != 0, f"accepted: {spec}"
+    assert f"{field}:" in proc.stderr and rule in proc.stderr, proc.stderr
+    assert server.kubectl("get", "etcdcluster", "bad", "-n", kube_namespace, check=False).returncode != 0
+
+
+@pytest.mark.parametrize("verb", ["create", "apply"])
+def test_unknown_field_is_rejected_under_strict_validation(
+    server: KubeAPIServer, kube_namespace: str, verb: str
+) -> None:
+    doc = manifest("typo", {"sise": 3, "storage": {"storageClass": "fast"}})
+    proc = server.kubectl(verb, "--validate=strict", "-n", kube_namespace, "-f", "-", input=doc, check=False)
+    assert proc.returncode != 0
+    assert 'unknown field "spec.sise"' in proc.stderr, proc.stderr
+    assert 'unknown field "spec.storage.storageClass"' in proc.stderr, proc.stderr
+
+
+def test_unknown_status_field_is_rejected_under_strict_validation(
+    server: KubeAPIServer, kube_namespace: str
+) -> None:
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("st", {}))
+    obj = get(server, kube_namespace, "st")
+    obj["status"] = {"phase": "Running", "leader": "x"}
+    proc = server.kubectl(
+        "replace", "--subresource=status", "--validate=strict", "-f", "-", input=json.dumps(obj), check=False
+    )
+    assert proc.returncode != 0 and 'unknown field "status.leader"' in proc.stderr, proc.stderr
+
+
+class TestStorageClassIsImmutable:
+    MESSAGE = "spec.storage.storageClassName is immutable"
+
+    def patch(self, server: KubeAPIServer, ns: str, name: str, storage: dict[str, Any]) -> Any:
+        return server.kubectl(
+            "patch",
+            "etcdcluster",
+            name,
+            "-n",
+            ns,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"storage": storage}}),
+            check=False,
+        )
+
+    @pytest.mark.parametrize(
+        "change", [{"storageClassName": "slow"}, {"storageClassName": None}], ids=["changed", "removed"]
+    )
+    def test_set_class_cannot_change(
+        self, server: KubeAPIServer, kube_namespace: str, change: dict[str, Any]
+    ) -> None:
+        server.kubectl(
+            "create",
+            "-n",
+            kube_namespace,
+            "-f",
+            "-",
+            input=manifest("sc", {"storage": {"storageClassName": "fast"}}),
+        )
+        proc = self.patch(server, kube_namespace, "sc", change)
+        assert proc.returncode != 0 and self.MESSAGE in proc.stderr, proc.stderr
+        assert get(server, kube_namespace, "sc")["spec"]["storage"]["storageClassName"] == "fast"
+
+    def test_absent_class_cannot_be_set_later(self, server: KubeAPIServer, kube_namespace: str) -> None:
+        server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("nosc", {}))
+        proc = self.patch(server, kube_namespace, "nosc", {"storageClassName": "fast"})
+        assert proc.returncode != 0 and self.MESSAGE in proc.stderr, proc.stderr
+
+    def test_other_changes_are_still_allowed(self, server: KubeAPIServer, kube_namespace: str) -> None:
+        server.kubectl(
+            "create",
+            "-n",
+            kube_namespace,
+            "-f",
+            "-",
+            input=manifest("sc2", {"storage": {"storageClassName": "fast"}}),
+        )
+        proc = self.patch(
+            server, kube_namespace, "sc2", {"storageClassName": "fast", "reclaimPolicy": "Delete"}
+        )
+        assert proc.returncode == 0, proc.stderr
+        server.kubectl(
+            "patch", "etcdcluster", "sc2", "-n", kube_namespace, "--type=merge", "-p", '{"spec":{"size":5}}'
+        )
+        assert get(server, kube_namespace, "sc2")["spec"]["size"] == 5
+
+
+def test_even_size_is_accepted_with_a_warning(server: KubeAPIServer, kube_namespace: str) -> None:
+    proc = server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("even", {"size": 4}))
+    assert "Warning:" in proc.stderr and "spec.size is 4" in proc.stderr, proc.stderr
+    assert get(server, kube_namespace, "even")["spec"]["size"] == 4
+
+
+def test_odd_and_default_sizes_draw_no_warning(server: KubeAPIServer, kube_namespace: str) -> None:
+    for name, spec in [("odd", {"size": 5}), ("dflt", {})]:
+        proc = server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest(name, spec))
+        assert "Warning" not in proc.stderr, proc.stderr
+
+
+def test_scale_subresource_changes_spec_size(server: KubeAPIServer, kube_namespace: str) -> None:
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("sc", {}))
+    proc = server.kubectl("scale", "etcdcluster/sc", "-n", kube_namespace, "--replicas=5")
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert get(server, kube_namespace, "sc")["spec"]["size"] == 5
+    # The same advice through the scale subresource as through the object itself.
+    proc = server.kubectl("scale", "etcdcluster/sc", "-n", kube_namespace, "--replicas=6")
+    assert "Warning:" in proc.stderr and "spec.size is 6" in proc.stderr, proc.stderr
+    # And the same limits.
+    proc = server.kubectl("scale", "etcdcluster/sc", "-n", kube_namespace, "--replicas=10", check=False)
+    assert proc.returncode != 0 and "spec.size" in proc.stderr, proc.stderr
+    assert get(server, kube_namespace, "sc")["spec"]["size"] == 6
+
+
+def set_status(server: KubeAPIServer, ns: str, name: str, status: dict[str, Any], check: bool = True) -> Any:
+    return server.kubectl(
+        "patch",
+        "etcdcluster",
+        name,
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+        check=check,
+    )
+
+
+def test_status_is_a_subresource(server: KubeAPIServer, kube_namespace: str) -> None:
+    # Status written with the object is dropped: only the status endpoint sets it.
+    server.kubectl(
+        "create",
+        "-n",
+        kube_namespace,
+        "-f",
+        "-",
+        input=manifest("st", {}, status={"phase": "Running", "readyReplicas": 3}),
+    )
+    assert "status" not in get(server, kube_namespace, "st")
+    status = {
+        "phase": "Running",
+        "readyReplicas": 3,
+        "observedGeneration": 1,
+        "message": "3 of 3 members healthy",
+        "members": [
+            {
+                "name": "st-0",
+                "id": "8e9e05c52164694d",
+                "peerURL": "https://st-0.st-peer:2380",
+                "clientURL": "https://st-0.st-peer:2379",
+                "role": "leader",
+                "healthy": True,
+            },
+            {
+                "name": "st-1",
+                "id": "91bc3c398fb3c146",
+                "peerURL": "https://st-1.st-peer:2380",
+                "clientURL": "https://st-1.st-peer:2379",
+                "role": "learner",
+                "healthy": False,
+                "pid": None,
+            },
+        ],
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True",
+                "reason": "QuorumHealthy",
+                "message": "",
+                "lastTransitionTime": "2025-01-01T00:00:00Z",
+            }
+        ],
+    }
+    set_status(server, kube_namespace, "st", status)
+    got = get(server, kube_namespace, "st")["status"]
+    assert got["phase"] == "Running" and got["members"][0]["role"] == "leader"
+    # The scale subresource reports ready members as its status replicas.
+    scale = json.loads(
+        server.kubectl(
+            "get", "--raw", f"/apis/etcd.io/v1alpha1/namespaces/{kube_namespace}/etcdclusters/st/scale"
+        ).stdout
+    )
+    assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
+
+
+@pytest.mark.parametrize(
+    "status,field",
+    [
+        ({"phase": "Degraded"}, "status.phase"),
+        ({"readyReplicas": -1}, "status.readyReplicas"),
+        ({"members": [{"name": "m", "role": "boss"}]}, "status.members[0].role"),
+        ({"conditions": [{"type": "Ready", "status": "Maybe"}]}, "status.conditions[0].status"),
+    ],
+    ids=["phase", "ready", "role", "condition-status"],
+)
+def test_bad_status_is_rejected(
+    server: KubeAPIServer, kube_namespace: str, status: dict[str, Any], field: str
+) -> None:
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("bs", {}))
+    proc = set_status(server, kube_namespace, "bs", status, check=False)
+    assert proc.returncode != 0 and f"{field}:" in proc.stderr, proc.stderr
+
+
+def test_printer_columns_short_name_and_category(server: KubeAPIServer, kube_namespace: str) -> None:
+    server.kubectl(
+        "create", "-n", kube_namespace, "-f", "-", input=manifest("pc", {"size": 5, "version": "3.5.17"})
+    )
+    set_status(server, kube_namespace, "pc", {"phase": "Scaling", "readyReplicas": 4})
+    for resource in ("etcdclusters", "etcdc", "etcd"):
+        lines = server.kubectl("get", resource, "-n", kube_namespace).stdout.splitlines()
+        assert lines[0].split() == ["NAME", "PHASE", "READY", "SIZE", "VERSION", "AGE"], resource
+        assert lines[1].split()[:5] == ["pc", "Scaling", "4", "5", "3.5.17"], resource
