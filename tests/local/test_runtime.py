@@ -15,6 +15,7 @@ import trio
 from actors.model import ClusterRef, MemberLaunch, ProcessState
 from supervisor.local import open_local_runtime
 from supervisor.local.processes import pid_is_alive
+from supervisor.local.runtime import StateDirInUse
 
 from .conftest import CLUSTER, PLAIN, etcdctl, member, start_seed, wait_healthy, wait_member, wait_running
 
@@ -289,6 +290,14 @@ async def test_a_learner_joins_with_initial_state_existing(runtime) -> None:
     listed = await etcdctl(urls.client_url, "member", "list", "-w", "json")
     assert sorted(m.get("name", "") for m in json.loads(listed.stdout)["members"]) == ["demo-0", "demo-1"]
     assert [m.name for m in await runtime.list_members(CLUSTER)] == ["demo-0", "demo-1"]
+
+
+async def test_one_daemon_per_state_dir(runtime, state_dir: Path, etcd_binary) -> None:
+    with pytest.raises(StateDirInUse):
+        async with open_local_runtime(state_dir, etcd_binary=etcd_binary):
+            pass
+    await start_seed(runtime)  # the refused second open touched nothing
+    await wait_running(runtime, "demo-0")
 
 
 @pytest.mark.parametrize("bad", ["..", "a/b", ""])
