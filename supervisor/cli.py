@@ -44,7 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(level=args.log_level, fmt=args.log_format)
+    if args.command == "local" and not args.no_board and sys.stdout.isatty():
+        # The live table owns the terminal; logs go beside the data instead of over it.
+        state_dir = Path(args.state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        configure_logging(
+            level=args.log_level, fmt=args.log_format, stream=(state_dir / "supervisor.log").open("a")
+        )
+    else:
+        configure_logging(level=args.log_level, fmt=args.log_format)
     if args.command == "local":
         from supervisor.local.daemon import run_local
 

@@ -1,0 +1,163 @@
+"""`etcd-supervisor local FILE`: the whole daemon on the local runtime, no Kubernetes.
+
+FILE holds EtcdCluster documents; every change to it is applied (a new size scales, a removed
+document tears its cluster down keeping the data, an invalid document is reported and the
+rest keep running). SIGINT/SIGTERM stop gracefully, keeping every member's data, so running
+the same command again resumes the same clusters.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from actors.cluster import ClusterPorts, Timing
+from actors.codec import DocumentError, parse_cluster_documents
+from actors.fleet import Fleet
+from actors.model import ClusterRef, ClusterResource, ClusterStatus
+from supervisor.aio import open_asyncio_loop
+from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.etcd.tls import TlsConfig
+from supervisor.local.manifest import watch_manifest
+from supervisor.local.runtime import LocalRuntime, open_local_runtime
+from supervisor.local.status_files import StatusFiles
+from supervisor.local.table import StatusBoard
+from supervisor.runtime import Intensity, Supervisor
+
+log = logging.getLogger(__name__)
+
+
+class LocalSinks:
+    """Status to status.json and the terminal board; events to the log and events.jsonl (the audit trail)."""
+
+    def __init__(self, state_dir: Path, board: StatusBoard | None) -> None:
+        self._files = StatusFiles(state_dir)
+        self._state_dir = state_dir
+        self._board = board
+        self.statuses: dict[ClusterRef, ClusterStatus] = {}
+
+    async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
+        self.statuses[cluster] = status
+        await self._files.publish(cluster, status)
+        if self._board is not None:
+            self._board.update(self.statuses)
+
+    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+        level = logging.WARNING if warning else logging.INFO
+        log.log(
+            level, "%s: %s: %s", cluster, reason, message, extra={"event": "audit", "cluster": str(cluster)}
+        )
+        entry = {
+            "time": time.time(),
+            "cluster": str(cluster),
+            "reason": reason,
+            "message": message,
+            "warning": warning,
+        }
+        path = self._state_dir / cluster.namespace / cluster.name / "events.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(json.dumps(entry) + "\n")
+
+    def forget(self, cluster: ClusterRef) -> None:
+        self.statuses.pop(cluster, None)
+        self._files.remove(cluster)
+        if self._board is not None:
+            self._board.update(self.statuses)
+
+
+def split_documents(text: str | None) -> tuple[list[ClusterResource], list[DocumentError]]:
+    if text is None:
+        return [], []
+    parsed = parse_cluster_documents(text)
+    return (
+        [p for p in parsed if isinstance(p, ClusterResource)],
+        [p for p in parsed if isinstance(p, DocumentError)],
+    )
+
+
+def problems_by_ref(errors: list[DocumentError]) -> dict[ClusterRef, str]:
+    out = {}
+    for error in errors:
+        if "/" in error.name:
+            namespace, name = error.name.split("/", 1)
+            out[ClusterRef(namespace, name)] = "; ".join(str(e) for e in error.errors)
+    return out
+
+
+async def run_local(
+    file: Path,
+    state_dir: Path,
+    *,
+    timing: Timing | None = None,
+    show_board: bool = True,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    timing = timing or Timing()
+    board = StatusBoard() if show_board else None
+    sinks = LocalSinks(state_dir, board)
+    admins: list[EtcdAdminAdapter] = []
+
+    async with open_asyncio_loop(), open_local_runtime(state_dir) as runtime:
+        root = Supervisor("etcd-supervisor", intensity=Intensity(50, 60.0))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(root.run)
+                fleet = Fleet(root, _ports_for(runtime, sinks, admins, timing), timing=timing)
+                nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+                send, receive = trio.open_memory_channel[str | None](1)
+                nursery.start_soon(watch_manifest, file, send)
+                if board is not None:
+                    nursery.start_soon(board.run)
+                if on_ready is not None:
+                    on_ready()
+                async for text in receive:
+                    await _apply(fleet, sinks, text)
+        finally:
+            with trio.CancelScope(shield=True):
+                for admin in admins:
+                    await admin.aclose()
+    log.info("stopped; member data kept in %s", state_dir, extra={"event": "shutdown"})
+
+
+def _ports_for(
+    runtime: LocalRuntime, sinks: LocalSinks, admins: list[EtcdAdminAdapter], timing: Timing
+) -> Callable[[ClusterResource], ClusterPorts]:
+    def ports_for(resource: ClusterResource) -> ClusterPorts:
+        runtime.set_cluster_spec(resource.ref, resource.spec)
+        files = runtime.client_tls_files(resource.ref)
+        tls = TlsConfig(files.ca, files.cert, files.key) if files else None
+        admin = EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
+        admins.append(admin)
+        return ClusterPorts(runtime, admin, sinks, sinks)
+
+    return ports_for
+
+
+async def _apply(fleet: Fleet, sinks: LocalSinks, text: str | None) -> None:
+    if text is None:
+        log.error(
+            "cannot read the cluster file; clusters keep running as they are", extra={"event": "manifest"}
+        )
+        return
+    resources, errors = split_documents(text)
+    for error in errors:
+        log.error("invalid EtcdCluster: %s", error, extra={"event": "invalid-spec"})
+    before = set(fleet.refs())
+    await fleet.apply(resources, problems_by_ref(errors))
+    for gone in before - set(fleet.refs()):
+        sinks.forget(gone)
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("%s: stopping, keeping data", signal.Signals(signum).name, extra={"event": "shutdown"})
+            scope.cancel()
+            return
