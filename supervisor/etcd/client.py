@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import trio
 from grpclib.client import Channel
+from grpclib.const import Cardinality
 
 from proto.etcd import etcdserverpb as pb
 from supervisor.aio import pump_asyncio_iterator, run_asyncio
@@ -46,6 +47,7 @@ from .records import (
     TxnResult,
 )
 from .snapshot import SnapshotDigest
+from .snapshot_wire import SNAPSHOT_METHOD, EmptySnapshotRequest, SnapshotChunk
 from .tls import TlsConfig
 from .transport import ChannelPool, Endpoint, Metadata, invoke, translate
 from .txn import Compare, TxnOp
@@ -459,17 +461,25 @@ class EtcdClient:
         remaining = max(deadline - trio.current_time(), 0.001)
 
         async def stream_pieces(channel: Channel) -> AsyncIterator[bytes]:
-            pending: list[bytes] = []
+            pending: list[memoryview] = []
             pending_size = 0
-            stub = pb.MaintenanceStub(channel)
-            async for message in stub.snapshot(pb.SnapshotRequest(), timeout=remaining, metadata=metadata):
-                if not first_header and message.header:
-                    first_header.append(message.header.revision)
-                pending.append(message.blob)
-                pending_size += len(message.blob)
-                if pending_size >= _SNAPSHOT_PIECE:
-                    yield b"".join(pending)
-                    pending, pending_size = [], 0
+            async with channel.request(
+                SNAPSHOT_METHOD,
+                Cardinality.UNARY_STREAM,
+                EmptySnapshotRequest,
+                SnapshotChunk,
+                timeout=remaining,
+                metadata=metadata,
+            ) as stream:
+                await stream.send_message(EmptySnapshotRequest(), end=True)
+                async for chunk in stream:
+                    if not first_header and chunk.revision:
+                        first_header.append(chunk.revision)
+                    pending.append(chunk.blob)
+                    pending_size += len(chunk.blob)
+                    if pending_size >= _SNAPSHOT_PIECE:
+                        yield b"".join(pending)
+                        pending, pending_size = [], 0
             if pending:
                 yield b"".join(pending)
 
@@ -549,9 +559,7 @@ class EtcdClient:
 
     async def user_grant_role(self, user: str, role: str) -> None:
         request = pb.AuthUserGrantRoleRequest(user=user, role=role)
-        await self._call(
-            lambda ch, md, t: pb.AuthStub(ch).user_grant_role(request, timeout=t, metadata=md)
-        )
+        await self._call(lambda ch, md, t: pb.AuthStub(ch).user_grant_role(request, timeout=t, metadata=md))
 
 
 async def _translated(

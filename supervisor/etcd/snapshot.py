@@ -16,13 +16,13 @@ SHA256_SIZE = 32
 
 class SnapshotDigest:
     def __init__(self) -> None:
-        self._whole = hashlib.sha256()  # of everything the sink received
+        # Only the payload is hashed as it streams; the hash of the whole stream is that state
+        # continued with the held-back tail, which saves a second pass over every byte.
         self._payload = hashlib.sha256()  # of everything but the trailing checksum
         self._held_back = b""
         self.size = 0
 
     def update(self, chunk: bytes) -> None:
-        self._whole.update(chunk)
         self.size += len(chunk)
         if len(chunk) >= SHA256_SIZE:
             # Cheap path for the usual large chunk: no copy of the chunk itself.
@@ -38,10 +38,15 @@ class SnapshotDigest:
     def verified(self) -> bool:
         return len(self._held_back) == SHA256_SIZE and self._payload.digest() == self._held_back
 
+    def whole_sha256(self) -> str:
+        whole = self._payload.copy()
+        whole.update(self._held_back)
+        return whole.hexdigest()
+
     def result(self, *, revision: int = 0, endpoint: str = "") -> SnapshotResult:
         return SnapshotResult(
             size=self.size,
-            sha256=self._whole.hexdigest(),
+            sha256=self.whole_sha256(),
             verified=self.verified,
             revision=revision,
             endpoint=endpoint,

@@ -1,10 +1,10 @@
 """A small typed vocabulary for transactions: compare predicates and the operations to run.
 
-    await client.txn(
-        compare=[Compare.version(b"/lock", "==", 0)],
-        success=[Put(b"/lock", b"me")],
-        failure=[Get(b"/lock")],
-    )
+await client.txn(
+    compare=[Compare.version(b"/lock", "==", 0)],
+    success=[Put(b"/lock", b"me")],
+    failure=[Get(b"/lock")],
+)
 """
 
 from __future__ import annotations
