@@ -32,7 +32,7 @@ from actors.model import (
     RuntimeMember,
     member_ordinal,
 )
-from actors.ports import MemberChanged
+from actors.ports import MemberChanged, MemberRuntime
 from supervisor.local import processes
 from supervisor.local.etcd_command import etcd_argv, etcd_env
 from supervisor.local.layout import (
@@ -449,3 +449,7 @@ def _lock_state_dir(state_dir: Path) -> int:
         os.close(fd)
         raise StateDirInUse(f"{state_dir} is in use by another etcd-supervisor (daemon.lock)") from None
     return fd
+
+
+def _conforms_to_the_port(runtime: LocalRuntime) -> MemberRuntime:
+    return runtime  # mypy proves LocalRuntime implements actors.ports.MemberRuntime

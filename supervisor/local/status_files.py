@@ -13,6 +13,7 @@ import trio
 
 from actors.codec import status_to_dict
 from actors.model import ClusterRef, ClusterStatus
+from actors.ports import StatusSink
 from supervisor.local.layout import StateLayout, write_json_atomically
 
 
@@ -35,3 +36,7 @@ class StatusFiles:
         """Forget a torn-down cluster's status (its member data is the runtime's business)."""
         with contextlib.suppress(FileNotFoundError):
             self.path(cluster).unlink()
+
+
+def _conforms_to_the_port(files: StatusFiles) -> StatusSink:
+    return files  # mypy proves StatusFiles implements actors.ports.StatusSink
