@@ -179,6 +179,10 @@ class ClusterActor(Actor[ClusterMessage]):
         self._phase: Phase | None = None
         self._status: ClusterStatus | None = None
         self._unwatch: Callable[[], None] | None = None
+        # After a refused step, hold off (doubling each time) instead of retrying in a tight
+        # loop: etcd refuses e.g. a MemberAdd for seconds after a promotion, by design.
+        self._failures = 0
+        self._hold_until = float("-inf")
 
     async def on_start(self) -> None:
         self._unwatch = self._ports.runtime.watch_members(self.ref, self._on_runtime_change)
@@ -221,7 +225,7 @@ class ClusterActor(Actor[ClusterMessage]):
         step = plan(self.ref, spec, observed)
         await self._publish(desired, observed, step)
         await self._members.sync(observed.runtime, self._report_probe)
-        if step is None or isinstance(step, Wait):
+        if step is None or isinstance(step, Wait) or trio.current_time() < self._hold_until:
             return
         log.info(
             "cluster %s: %s",
@@ -233,12 +237,18 @@ class ClusterActor(Actor[ClusterMessage]):
             with trio.fail_after(self._timing.call_timeout * 3):
                 await self._execute(step, observed, desired.resource)
         except (EtcdError, trio.TooSlowError) as exc:
-            # Refused or unreachable: the next tick observes again and decides afresh.
-            log.warning("cluster %s: %s failed: %r", self.ref, type(step).__name__, exc)
+            # Refused or unreachable: observe again later and decide afresh.
+            self._failures += 1
+            hold = min(self._timing.tick * 2 ** (self._failures - 1), self._timing.tick * 16)
+            self._hold_until = trio.current_time() + hold
+            log.warning(
+                "cluster %s: %s failed (holding off %.1fs): %r", self.ref, type(step).__name__, hold, exc
+            )
             await self._ports.events.record(
                 self.ref, reason=f"{type(step).__name__}Failed", message=f"{step}: {exc!r}", warning=True
             )
             return
+        self._failures = 0
         await self._ports.events.record(self.ref, reason=_event_reason(step), message=_describe(step))
         self._look_again()  # the next step may be ready now; don't wait for the tick
 
@@ -304,7 +314,13 @@ class ClusterActor(Actor[ClusterMessage]):
             case AddLearner(name=name):
                 # Addresses first, so etcd never lists a peer URL the runtime cannot serve.
                 urls = await runtime.allocate_member(self.ref, name)
-                await admin.add_learner(endpoints, urls.peer_url)
+                try:
+                    await admin.add_learner(endpoints, urls.peer_url)
+                except EtcdError:
+                    # Give the addresses back; if etcd did add it after all, plan removes the
+                    # learner that has no runtime member.
+                    await runtime.delete_member(self.ref, name)
+                    raise
             case PromoteLearner(member_id=member_id):
                 await admin.promote(endpoints, member_id)
             case MoveLeader(to_id=to_id):

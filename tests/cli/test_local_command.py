@@ -1,0 +1,119 @@
+"""`etcd-supervisor local FILE` as a user runs it: a real daemon process, real etcd members."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.chaos.test_chaos import etcd_pids_under
+
+CLI = Path(sys.executable).parent / "etcd-supervisor"
+
+DOC = """\
+apiVersion: etcd.io/v1alpha1
+kind: EtcdCluster
+metadata: {{name: {name}, namespace: default}}
+spec:
+  size: {size}
+  security: {{tls: {{enabled: {tls}}}}}
+"""
+
+
+def status_of(state: Path, name: str) -> dict | None:
+    try:
+        return json.loads((state / "default" / name / "status.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_status(state: Path, name: str, predicate, timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = status_of(state, name)
+        if last is not None and predicate(last):
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"{name}: not reached in {timeout}s; last status {last}")
+
+
+def healthy(size: int):
+    return lambda s: s["phase"] == "Running" and s["readyReplicas"] == size and len(s["members"]) == size
+
+
+def start(file: Path, state: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(CLI), "--log-format", "json", "local", str(file), "--state-dir", str(state), "--no-board"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def etcdctl(status: dict, *args: str) -> str:
+    endpoints = ",".join(m["clientURL"] for m in status["members"])
+    etcdctl_bin = Path(sys.executable).parent / "etcdctl"
+    return subprocess.run(
+        [str(etcdctl_bin), f"--endpoints={endpoints}", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+
+
+def test_the_local_command_follows_its_file_and_resumes_after_a_graceful_stop(tmp_path):
+    file, state = tmp_path / "clusters.yaml", tmp_path / "state"
+    file.write_text(
+        DOC.format(name="alpha", size=1, tls="false") + "---\n" + DOC.format(name="beta", size=1, tls="true")
+    )
+    daemon = start(file, state)
+    try:
+        alpha = wait_status(state, "alpha", healthy(1))
+        wait_status(state, "beta", healthy(1))  # a TLS cluster, certificates made by the runtime
+        assert all("pid" in m for m in alpha["members"])
+        etcdctl(alpha, "put", "greeting", "hello")
+
+        # A new size scales; an invalid document is reported and the other cluster keeps running.
+        file.write_text(
+            DOC.format(name="alpha", size=3, tls="false")
+            + "---\n"
+            + DOC.format(name="beta", size=0, tls="true")
+        )
+        alpha = wait_status(state, "alpha", healthy(3))
+        beta = wait_status(
+            state, "beta", lambda s: any(c["reason"] == "InvalidSpec" for c in s["conditions"])
+        )
+        assert "spec.size" in beta["message"] and beta["phase"] == "Running"
+
+        # A removed document tears that cluster down; its status goes away, its data stays.
+        file.write_text(DOC.format(name="alpha", size=3, tls="false"))
+        deadline = time.monotonic() + 30
+        while status_of(state, "beta") is not None and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert status_of(state, "beta") is None
+        assert any((state / "default" / "beta" / "members").glob("*/data/member/wal"))
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        out, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, err[-2000:]
+    assert etcd_pids_under(state) == []
+    audit = [
+        json.loads(line)["reason"]
+        for line in (state / "default" / "alpha" / "events.jsonl").read_text().splitlines()
+    ]
+    assert audit.count("LearnerPromoted") == 2
+
+    # Running it again resumes the same members from their data.
+    daemon = start(file, state)
+    try:
+        again = wait_status(state, "alpha", lambda s: healthy(3)(s) and s != alpha, timeout=60)
+        assert {m["id"] for m in again["members"]} == {m["id"] for m in alpha["members"]}
+        assert etcdctl(again, "get", "greeting", "--print-value-only").strip() == "hello"
+    finally:
+        daemon.send_signal(signal.SIGINT)
+        daemon.communicate(timeout=60)
+    assert daemon.returncode == 0
+    assert etcd_pids_under(state) == []
