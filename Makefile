@@ -73,3 +73,24 @@ bench: install
 
 clean:
 	rm -rf $(VENV) $(STATE) .pytest_cache .mypy_cache .ruff_cache bench/results
+
+# --- kind: a real cluster for end-to-end runs (needs Docker, kind and kubectl) --------------
+.PHONY: image
+IMAGE ?= etcd-supervisor:dev
+
+image:
+	docker build -f deploy/Dockerfile -t $(IMAGE) .
+
+kind-create:
+	deploy/kind/create.sh
+
+kind-delete:
+	deploy/kind/delete.sh
+
+# Build and load the image, deploy the operator and an example, prove put/get works.
+deploy-test:
+	IMAGE=$(IMAGE) deploy/kind/deploy-test.sh
+
+# create + deploy-test, then delete the cluster (KEEP_CLUSTER=1 keeps it).
+test-e2e:
+	IMAGE=$(IMAGE) deploy/kind/e2e.sh

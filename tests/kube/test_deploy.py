@@ -332,9 +332,10 @@ def test_chart_defaults_match_the_base_deployment() -> None:
     assert values["securityContext"] == c["securityContext"]
     chart_dep = docs(strip_template((CHART / "templates" / "deployment.yaml").read_text()))[0]
     (chart_c,) = chart_dep["spec"]["template"]["spec"]["containers"]
-    for key in ("command", "args", "ports", "livenessProbe", "readinessProbe"):
+    for key in ("command", "args", "ports", "livenessProbe", "readinessProbe", "volumeMounts"):
         assert chart_c[key] == c[key], key
     assert [e["name"] for e in chart_c["env"]] == [e["name"] for e in c["env"]]
+    assert chart_dep["spec"]["template"]["spec"]["volumes"] == pod["volumes"]
     config = find(base_objects(), "ConfigMap")["data"]
     assert (values["logLevel"], values["logFormat"]) == (config["LOG_LEVEL"], config["LOG_FORMAT"])
 
