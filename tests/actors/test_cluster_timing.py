@@ -1,0 +1,125 @@
+"""The cluster actor's timing, on trio's autojump clock with in-memory ports (no real I/O here:
+everything that touches etcd is tested against real etcd in tests/chaos and tests/etcd)."""
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from actors.cluster import ClusterPorts, Timing
+from actors.errors import ClusterUnhealthy
+from actors.fleet import Fleet
+from actors.model import (
+    ClusterRef,
+    ClusterResource,
+    ClusterSpec,
+    EtcdMember,
+    MemberHealth,
+    MemberUrls,
+    ProcessState,
+    RuntimeMember,
+)
+from supervisor.runtime import Supervisor
+
+REF = ClusterRef("default", "demo")
+TIMING = Timing(tick=1.0, call_timeout=1.0, probe_timeout=0.5, health_ttl=3.0)
+
+
+@pytest.fixture
+def autojump_clock():
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+@attrs.define
+class MemoryWorld:
+    """Runtime and etcd in one: a member started is at once running, healthy and caught up."""
+
+    refuse_adds: int = 0
+    add_attempts: list[float] = attrs.field(factory=list)
+    runtime: dict[str, RuntimeMember] = attrs.field(factory=dict)
+    etcd: dict[int, EtcdMember] = attrs.field(factory=dict)
+    statuses: list = attrs.field(factory=list)
+
+    # MemberRuntime
+    async def list_members(self, cluster):
+        return list(self.runtime.values())
+
+    async def allocate_member(self, cluster, name):
+        urls = MemberUrls(f"peer://{name}", f"client://{name}")
+        self.runtime[name] = RuntimeMember(name, urls, ProcessState.ABSENT, False)
+        return urls
+
+    async def start_member(self, launch):
+        self.runtime[launch.name] = RuntimeMember(launch.name, launch.urls, ProcessState.RUNNING, True)
+        if launch.initial_cluster_state == "new":
+            self.etcd[1] = EtcdMember(
+                1, launch.name, (launch.urls.peer_url,), (launch.urls.client_url,), False
+            )
+        for m in list(self.etcd.values()):
+            if m.peer_urls == (launch.urls.peer_url,):
+                self.etcd[m.id] = attrs.evolve(m, name=launch.name, client_urls=(launch.urls.client_url,))
+
+    async def delete_member(self, cluster, name):
+        self.runtime.pop(name, None)
+
+    def watch_members(self, cluster, on_change):
+        return lambda: None
+
+    # EtcdAdmin
+    async def member_list(self, endpoints):
+        return list(self.etcd.values())
+
+    async def add_learner(self, endpoints, peer_url):
+        self.add_attempts.append(trio.current_time())
+        if len(self.add_attempts) <= self.refuse_adds:
+            raise ClusterUnhealthy("etcdserver: unhealthy cluster")
+        member = EtcdMember(len(self.etcd) + 1, "", (peer_url,), (), True)
+        self.etcd[member.id] = member
+        return member
+
+    async def promote(self, endpoints, member_id):
+        self.etcd[member_id] = attrs.evolve(self.etcd[member_id], is_learner=False)
+
+    async def member_health(self, client_url):
+        me = next(m for m in self.etcd.values() if client_url in m.client_urls)
+        return MemberHealth(me.id, 1, 10, 10, me.is_learner, 1)
+
+    # StatusSink / EventSink
+    async def publish(self, cluster, status):
+        self.statuses.append((trio.current_time(), status))
+
+    async def record(self, cluster, *, reason, message, warning=False):
+        pass
+
+
+async def run_fleet(world: MemoryWorld, size: int, seconds: float) -> None:
+    root = Supervisor("root")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root.run)
+        fleet = Fleet(root, lambda r: ClusterPorts(world, world, world, world), timing=TIMING)
+        await fleet.apply([ClusterResource(REF, ClusterSpec(size=size, tls_enabled=False))])
+        await trio.sleep(seconds)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_refused_member_add_is_retried_after_doubling_hold_offs(autojump_clock):
+    world = MemoryWorld(refuse_adds=4)
+    await run_fleet(world, size=2, seconds=60)
+    first = world.add_attempts[0]
+    gaps = [round(b - a, 6) for a, b in zip(world.add_attempts, world.add_attempts[1:], strict=False)]
+    # Holds of 1, 2, 4, 8 ticks; each retry waits for the first look after its hold ends,
+    # and looks come with the 1 s health tick.
+    assert len(world.add_attempts) == 5
+    assert all(g >= h for g, h in zip(gaps, [1.0, 2.0, 4.0, 8.0], strict=True)), gaps
+    assert all(g <= h + TIMING.tick for g, h in zip(gaps, [1.0, 2.0, 4.0, 8.0], strict=True)), gaps
+    assert first < 5
+    final = world.statuses[-1][1]
+    assert final.phase.value == "Running" and final.ready_replicas == 2
+
+
+async def test_a_steady_cluster_publishes_once_not_on_every_tick(autojump_clock):
+    world = MemoryWorld()
+    await run_fleet(world, size=1, seconds=30)
+    running = [t for t, s in world.statuses if s.phase.value == "Running"]
+    # Thirty ticks of unchanged facts: the status was written when it changed, then never again.
+    assert len(running) == 1
