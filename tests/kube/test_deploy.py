@@ -347,8 +347,21 @@ HELM = os.environ.get("HELM") or shutil.which("helm")
 def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
     """`helm template` of the chart is really created, and grants the same rules as the base."""
     ns = kube_apiserver.create_namespace("helm")
+    version = json.loads(kube_apiserver.kubectl("version", "-o", "json").stdout)["serverVersion"][
+        "gitVersion"
+    ]
     rendered = subprocess.run(
-        [str(HELM), "template", "rel", str(CHART), "--namespace", ns, "--include-crds"],
+        [
+            str(HELM),
+            "template",
+            "rel",
+            str(CHART),
+            "--namespace",
+            ns,
+            "--include-crds",
+            "--kube-version",
+            version,
+        ],
         capture_output=True,
         text=True,
         check=True,
