@@ -141,7 +141,8 @@ def find_binaries() -> Binaries:
     return Binaries(kube_apiserver=apiserver, kubectl=kubectl_bin, etcd=etcd)
 
 
-_binaries: Binaries | None = None
+# The answer of the first look, good or bad: a failed build is not retried for every test.
+_binaries: Binaries | MissingComponent | None = None
 
 
 def require_binaries() -> Binaries:
@@ -151,9 +152,11 @@ def require_binaries() -> Binaries:
         try:
             _binaries = find_binaries()
         except MissingComponent as exc:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"CI=true and {exc}", pytrace=False)
-            pytest.skip(str(exc))
+            _binaries = exc
+    if isinstance(_binaries, MissingComponent):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {_binaries}", pytrace=False)
+        pytest.skip(str(_binaries))
     return _binaries
 
 
