@@ -26,7 +26,6 @@ etcd34:
 	  echo "installing Debian etcd-server (etcd 3.4)"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null) \
 	    || echo "etcd 3.4 not installed; its tests will skip (fail under CI=true)"; \
-	  pkill -x etcd 2>/dev/null || true; \
 	else echo "no apt: etcd 3.4 tests will skip"; fi
 
 # kube-apiserver and kubectl for the kube tier, built once into ~/.cache (see tests/envtest/).

@@ -239,7 +239,9 @@ class ClusterActor(Actor[ClusterMessage]):
         except (EtcdError, trio.TooSlowError) as exc:
             # Refused or unreachable: observe again later and decide afresh.
             self._failures += 1
-            hold = min(self._timing.tick * 2 ** (self._failures - 1), self._timing.tick * 16)
+            # Once a tick at first (etcd's own guards, like 5 s of connectivity after a
+            # promotion, clear within seconds), then doubling up to 16 ticks.
+            hold = self._timing.tick * min(2 ** max(0, self._failures - 5), 16)
             self._hold_until = trio.current_time() + hold
             log.warning(
                 "cluster %s: %s failed (holding off %.1fs): %r", self.ref, type(step).__name__, hold, exc

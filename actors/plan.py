@@ -241,9 +241,9 @@ def _plan_with_membership(
     for m in members:
         r = observed.runtime_for(m)
         started_before = bool(m.name)
-        data_gone = r is None or (
-            not r.has_data and r.state not in (ProcessState.STARTING, ProcessState.RUNNING)
-        )
+        # A process may outlive its deleted data for a while, serving from open files; it can
+        # never restart, so it counts as gone already.
+        data_gone = r is None or not r.has_data
         if (started_before or r is None) and data_gone and _can_remove(voters, healthy_voters, m):
             return RemoveMember(m.id, m.name or (r.name if r else ""), reason="its data is gone")
 

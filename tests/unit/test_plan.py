@@ -148,6 +148,12 @@ def test_a_member_whose_data_is_gone_is_removed_then_a_new_one_added():
     assert decide(3, runtime, members, health) == AddLearner("demo-3")
 
 
+def test_a_running_member_whose_data_was_deleted_is_replaced_without_waiting_for_it_to_die():
+    runtime, members, health = cluster(3)
+    runtime[1] = rt(1, RUNNING, has_data=False)
+    assert decide(3, runtime, members, health) == RemoveMember(1001, "demo-1", reason="its data is gone")
+
+
 def test_with_quorum_lost_members_come_back_from_data_and_membership_never_changes():
     runtime, members, health = cluster(3)
     runtime[1] = rt(1, EXITED)

@@ -1,0 +1,159 @@
+"""Cluster lifecycle timings on the local runtime, with real etcd processes.
+
+Prints medians over several runs and writes bench/results/lifecycle.json:
+- bootstrap: start to a healthy 3-member cluster through the supervisor (seed, then one
+  learner at a time), against the floor of three members started at once with a static
+  initial cluster, measured in the same run (target: within 2x the floor);
+- heal: SIGKILL of a member to healthy again (target: 3 s);
+- replace: a member's data directory deleted to a healthy cluster with a new member (target: 10 s).
+Figures depend on the machine and its load; compare the ratio, not the seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from actors.cluster import Timing  # noqa: E402
+from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+ETCD = Path(sys.executable).parent / "etcd"
+ETCDCTL = Path(sys.executable).parent / "etcdctl"
+DAEMON_TIMING = Timing()  # what `etcd-supervisor local` uses
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def static_floor(workdir: Path) -> float:
+    """Three members started at once, all knowing each other: the fastest a cluster can form."""
+    ports = [(free_port(), free_port()) for _ in range(3)]
+    initial = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, (p, _) in enumerate(ports))
+    start = time.monotonic()
+    procs = [
+        subprocess.Popen(
+            [
+                str(ETCD),
+                "--name",
+                f"m{i}",
+                "--data-dir",
+                str(workdir / f"m{i}"),
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{p}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{p}",
+                "--listen-client-urls",
+                f"http://127.0.0.1:{c}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{c}",
+                "--initial-cluster",
+                initial,
+                "--initial-cluster-state",
+                "new",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i, (p, c) in enumerate(ports)
+    ]
+    endpoints = ",".join(f"http://127.0.0.1:{c}" for _, c in ports)
+    try:
+        while True:
+            ok = subprocess.run(
+                [str(ETCDCTL), f"--endpoints={endpoints}", "endpoint", "health", "--command-timeout=1s"],
+                capture_output=True,
+            )
+            if ok.returncode == 0:
+                return time.monotonic() - start
+            time.sleep(0.05)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+async def supervised_run(workdir: Path) -> dict[str, float]:
+    async with open_local_supervisor(workdir, timing=DAEMON_TIMING) as sup:
+        demo = resource(size=3)
+        start = trio.current_time()
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3, timeout=120)
+        bootstrap = trio.current_time() - start
+
+        victim = next(m for m in status.members if m.role.value == "follower")
+        start = trio.current_time()
+        os.kill(victim.pid, signal.SIGKILL)
+        status = await sup.wait_for(
+            demo.ref,
+            lambda s: (
+                is_healthy(s, 3) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
+            ),
+            timeout=60,
+        )
+        heal = trio.current_time() - start
+
+        victim = next(m for m in status.members if m.role.value == "follower")
+        start = trio.current_time()
+        shutil.rmtree(sup.runtime.member_dir(demo.ref, victim.name) / "data")
+        await sup.wait_for(
+            demo.ref,
+            lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members},
+            timeout=120,
+        )
+        replace = trio.current_time() - start
+    return {"bootstrap_s": bootstrap, "heal_after_sigkill_s": heal, "replace_lost_data_s": replace}
+
+
+def main() -> None:
+    runs: dict[str, list[float]] = {
+        "static_floor_s": [],
+        "bootstrap_s": [],
+        "heal_after_sigkill_s": [],
+        "replace_lost_data_s": [],
+    }
+    for _ in range(RUNS):
+        with tempfile.TemporaryDirectory() as floor_dir:
+            runs["static_floor_s"].append(static_floor(Path(floor_dir)))
+        with tempfile.TemporaryDirectory() as ours_dir:
+            for key, value in trio.run(supervised_run, Path(ours_dir)).items():
+                runs[key].append(value)
+    medians = {key: statistics.median(values) for key, values in runs.items()}
+    result = {
+        "runs": RUNS,
+        "samples": runs,
+        "medians": medians,
+        "bootstrap_over_floor": medians["bootstrap_s"] / medians["static_floor_s"],
+        "targets": {"bootstrap_over_floor": 2.0, "heal_after_sigkill_s": 3.0, "replace_lost_data_s": 10.0},
+    }
+    print(f"lifecycle, median of {RUNS} runs (machine: {os.cpu_count()} cores, shared and noisy)")
+    print(f"  static 3-member floor      {medians['static_floor_s']:6.2f} s")
+    print(
+        f"  supervised bootstrap       {medians['bootstrap_s']:6.2f} s   "
+        f"({result['bootstrap_over_floor']:.2f}x the floor; target <= 2x)"
+    )
+    print(f"  SIGKILL -> healthy         {medians['heal_after_sigkill_s']:6.2f} s   (target 3 s)")
+    print(f"  data lost -> replaced      {medians['replace_lost_data_s']:6.2f} s   (target 10 s)")
+    out = Path(__file__).parent / "results" / "lifecycle.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
