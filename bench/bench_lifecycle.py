@@ -27,8 +27,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.cluster import Timing  # noqa: E402
-from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource  # noqa: E402
+from actors.cluster import Timing
+from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 ETCD = Path(sys.executable).parent / "etcd"

@@ -97,7 +97,7 @@ def test_the_local_command_follows_its_file_and_resumes_after_a_graceful_stop(tm
         assert any((state / "default" / "beta" / "members").glob("*/data/member/wal"))
     finally:
         daemon.send_signal(signal.SIGTERM)
-        out, err = daemon.communicate(timeout=60)
+        _, err = daemon.communicate(timeout=60)
     assert daemon.returncode == 0, err[-2000:]
     assert etcd_pids_under(state) == []
     audit = [

@@ -43,7 +43,7 @@ async def test_move_leader(cluster: EtcdCluster, asyncio_loop: None) -> None:
         target = next(m for m in await client.member_list() if m.id != leader.id and not m.is_learner)
         await client.move_leader(target.id)
         with trio.fail_after(10):
-            while (await client.leader()).id != target.id:  # noqa: ASYNC110 (polling etcd, not trio state)
+            while (await client.leader()).id != target.id:
                 await trio.sleep(0.1)
         with pytest.raises(BadLeaderTransferee):
             await client.move_leader(0xDEAD)

@@ -233,7 +233,7 @@ async def test_etcd_dies_with_a_killed_daemon(state_dir: Path, tmp_path: Path) -
         daemon.send_signal(signal.SIGKILL)
         await daemon.wait()
         with trio.move_on_after(5):
-            while pid_is_alive(etcd_pid):  # noqa: ASYNC110 -- another process's death has no event
+            while pid_is_alive(etcd_pid):
                 await trio.sleep(0.05)
         assert not pid_is_alive(etcd_pid), "etcd outlived its daemon"
     finally:

@@ -82,7 +82,7 @@ async def test_board_redraws_in_place_on_a_tty_and_rate_limits() -> None:
         board.update({DEMO: ClusterStatus(phase=Phase.SCALING)})  # within the interval: pending
         assert out.getvalue().count(CLEAR_AND_HOME) == draws
         with trio.fail_after(2):
-            while out.getvalue().count(CLEAR_AND_HOME) == draws:  # noqa: ASYNC110
+            while out.getvalue().count(CLEAR_AND_HOME) == draws:
                 await trio.sleep(0.02)
         assert "Scaling" in out.getvalue().rsplit(CLEAR_AND_HOME, 1)[1]
         nursery.cancel_scope.cancel()
