@@ -137,6 +137,20 @@ def test_bad_spec_is_rejected_naming_field_and_rule(
     assert server.kubectl("get", "etcdcluster", "bad", "-n", kube_namespace, check=False).returncode != 0
 
 
+@pytest.mark.parametrize("name", ["a" * 51, "1st-cluster"], ids=["too-long", "leading-digit"])
+def test_names_the_supervisor_cannot_build_on_are_rejected(
+    server: KubeAPIServer, kube_namespace: str, name: str
+) -> None:
+    proc = server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest(name, {}), check=False)
+    assert proc.returncode != 0 and "metadata.name must be at most 50" in proc.stderr, (
+        proc.stderr
+    )
+
+
+def test_longest_allowed_name_is_accepted(server: KubeAPIServer, kube_namespace: str) -> None:
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("a" + "-b" * 24 + "c", {}))
+
+
 @pytest.mark.parametrize("verb", ["create", "apply"])
 def test_unknown_field_is_rejected_under_strict_validation(
     server: KubeAPIServer, kube_namespace: str, verb: str
