@@ -28,16 +28,26 @@ class Recorder:
     """StatusSink and EventSink in memory, so tests can wait on what the actors published."""
 
     statuses: dict[ClusterRef, ClusterStatus] = attrs.field(factory=dict)
+    history: list[tuple[ClusterRef, ClusterStatus]] = attrs.field(factory=list)
     events: list[tuple[ClusterRef, str, str]] = attrs.field(factory=list)
     changed: trio.Event = attrs.field(factory=trio.Event)
 
     async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
         self.statuses[cluster] = status
+        self.history.append((cluster, status))
         self.changed.set()
         self.changed = trio.Event()
 
     async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
         self.events.append((cluster, reason, message))
+
+    def phases(self, cluster: ClusterRef) -> list[str]:
+        """Published phases in order, repeats folded."""
+        out: list[str] = []
+        for ref, status in self.history:
+            if ref == cluster and (not out or out[-1] != status.phase.value):
+                out.append(status.phase.value)
+        return out
 
     def reasons(self, cluster: ClusterRef) -> list[str]:
         return [reason for ref, reason, _ in self.events if ref == cluster]

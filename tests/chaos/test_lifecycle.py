@@ -45,3 +45,35 @@ async def test_a_killed_member_is_restarted_with_its_data(tmp_path):
         # Same member (name and id): restarted from its data, not replaced.
         again = next(m for m in healed.members if m.name == victim.name)
         assert again.id == victim.id
+
+
+async def test_majority_lost_fails_then_recovers_through_recovering(tmp_path):
+    async with open_local_supervisor(tmp_path) as sup:
+        demo = resource(size=3)
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        frozen = [m for m in status.members if m.role.value == "follower"]
+        # Freeze two of three: their processes live on but answer nothing, so quorum is gone
+        # and no restart can help until they thaw.
+        for m in frozen:
+            os.kill(m.pid, signal.SIGSTOP)
+        try:
+            failed = await sup.wait_for(demo.ref, lambda s: s.phase.value == "Failed", timeout=30)
+            assert failed.message.startswith("quorum lost: 1 of 3")
+            available = {c.type: c for c in failed.conditions}["Available"]
+            assert (available.status, available.reason) == ("False", "QuorumLost")
+        finally:
+            for m in frozen:
+                os.kill(m.pid, signal.SIGCONT)
+        await sup.wait_healthy(demo.ref, 3, timeout=30)
+
+        # Now kill the same majority outright: they come back from their data.
+        status = sup.recorder.statuses[demo.ref]
+        for m in [m for m in status.members if m.role.value == "follower"]:
+            os.kill(m.pid, signal.SIGKILL)
+        await sup.wait_healthy(demo.ref, 3, timeout=30)
+        phases = sup.recorder.phases(demo.ref)
+        assert phases[:3] == ["Creating", "Running", "Failed"]
+        assert "Recovering" in phases[3:] and phases[-1] == "Running"
+        # Membership never changed: the same three members throughout.
+        assert "MemberRemoved" not in sup.recorder.reasons(demo.ref)
