@@ -17,7 +17,13 @@ out="${XDG_CACHE_HOME:-$HOME/.cache}/etcd-supervisor/envtest/$version"
 if [ ! -x "$out/kube-apiserver" ] || [ ! -x "$out/kubectl" ]; then
   mkdir -p "$out"
   echo "building kube-apiserver and kubectl $version into $out (once; takes a while)" >&2
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$out/" \
+  # Stamp the real version: clients and version-gated API behaviour read it.
+  minor=$(echo "$version" | cut -d. -f2)
+  ldflags="-s"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags="$ldflags" -o "$out/" \
      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl) >&2
 fi
 echo "$out"
