@@ -45,13 +45,13 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "etcd-supervisor"),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
-    )
+def _name(common_name: str, unit: str = "") -> x509.Name:
+    # X.509 caps each attribute at 64 characters; the namespace travels in its own attribute.
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "etcd-supervisor")]
+    if unit:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit[:64]))
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
+    return x509.Name(attributes)
 
 
 def _leaf(
@@ -106,7 +106,7 @@ def member_dns_names(ref: ClusterRef) -> list[str]:
 
 def generate_cluster_tls(ref: ClusterRef, *, now: dt.datetime) -> TlsMaterial:
     ca_key = _key()
-    ca_name = _name(f"etcd-ca {ref}")
+    ca_name = _name(f"etcd-ca {ref.name}", ref.namespace)
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -136,7 +136,7 @@ def generate_cluster_tls(ref: ClusterRef, *, now: dt.datetime) -> TlsMaterial:
     member_cert, member_key = _leaf(
         ca_key,
         ca_cert,
-        f"etcd-member {ref}",
+        f"etcd-member {ref.name}",
         now=now,
         dns=member_dns_names(ref),
         # Peers present the same certificate as clients of each other: both usages.

@@ -189,7 +189,8 @@ class Watcher:
         path = self._resource.path(self._namespace)
         delays = backoff_delays(opts.backoff_initial, opts.backoff_max, self._rng)
         started = False
-        next_resync = 0.0
+        # A watcher run again (after a cancelled run) resumes from its resourceVersion.
+        next_resync = trio.current_time() + opts.resync_every
         while True:
             try:
                 if self._rv is None:

@@ -1,0 +1,318 @@
+"""KubeRuntime against a real kube-apiserver, authenticated as the deployed ServiceAccount.
+
+There is no kubelet, scheduler or garbage collector: the tests play the kubelet (bind pods,
+write pod status through pods/status as admin) and check what the runtime reads back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
+from supervisor.aio import open_asyncio_loop
+from supervisor.kube import manifests as m
+from supervisor.kube.client import KubeClient, KubeError, open_kube_client
+from supervisor.kube.runtime import ClusterGone, KubeRuntime
+from tests.harness.kube import KubeAPIServer
+
+pytestmark = pytest.mark.slow
+
+
+@asynccontextmanager
+async def clients(server: KubeAPIServer, operator: Path) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
+    """(operator client, admin client), inside one asyncio loop."""
+    async with (
+        open_asyncio_loop(),
+        open_kube_client(str(operator)) as op,
+        open_kube_client(str(server.kubeconfig)) as admin,
+    ):
+        yield op, admin
+
+
+async def create_cluster(admin: KubeClient, ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"size": 3, **spec},
+    }
+    return await admin.create(f"/apis/etcd.io/v1alpha1/namespaces/{ns}/etcdclusters", body)
+
+
+def launch_for(ref: ClusterRef, name: str, urls: Any, spec: ClusterSpec) -> MemberLaunch:
+    return MemberLaunch(
+        cluster=ref,
+        name=name,
+        urls=urls,
+        initial_cluster=((name, urls.peer_url),),
+        initial_cluster_state="new",
+        spec=spec,
+    )
+
+
+async def play_kubelet(admin: KubeClient, ns: str, pod: str, *, phase: str, ready: bool) -> None:
+    path = m.core_path(ns, "pods", pod)
+    obj = await admin.get(path)
+    terminated = phase in ("Failed", "Succeeded")
+    obj["status"] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        "containerStatuses": [
+            {
+                "name": "etcd",
+                "image": obj["spec"]["containers"][0]["image"],
+                "imageID": "",
+                "ready": ready,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 1 if phase == "Failed" else 0,
+                        "startedAt": "2025-01-01T00:00:00Z",
+                        "finishedAt": "2025-01-01T00:00:03Z",
+                    }
+                }
+                if terminated
+                else {"running": {"startedAt": "2025-01-01T00:00:00Z"}},
+            }
+        ],
+    }
+    await admin.replace(f"{path}/status", obj)
+
+
+async def test_start_creates_owned_services_budget_claim_and_pod(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "alpha")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        cluster = await create_cluster(admin, ns, "alpha")
+        uid = cluster["metadata"]["uid"]
+        runtime = KubeRuntime(op)
+
+        urls = await runtime.allocate_member(ref, "alpha-0")
+        assert urls.peer_url == f"https://alpha-0.alpha-peer.{ns}.svc:2380"
+        assert urls.client_url == f"https://alpha-0.alpha-peer.{ns}.svc:2379"
+
+        peer = await admin.get(m.core_path(ns, "services", "alpha-peer"))
+        assert peer["spec"]["clusterIP"] == "None"
+        assert peer["spec"]["publishNotReadyAddresses"] is True
+        client_svc = await admin.get(m.core_path(ns, "services", "alpha-client"))
+        assert client_svc["spec"]["clusterIP"] not in ("None", "")
+        pdb = await admin.get(m.pdb_path(ns, "alpha"))
+        assert pdb["spec"]["maxUnavailable"] == 1
+        secret = await admin.get(m.core_path(ns, "secrets", "alpha-tls"))
+        assert {"ca.crt", "tls.crt", "tls.key"} <= set(secret["data"])
+        cluster = await admin.get(m.cluster_path(ref))
+        assert m.FINALIZER in cluster["metadata"]["finalizers"]
+
+        spec = ClusterSpec(size=3)
+        await runtime.start_member(launch_for(ref, "alpha-0", urls, spec))
+        await runtime.start_member(launch_for(ref, "alpha-0", urls, spec))  # idempotent
+        pod = await admin.get(m.core_path(ns, "pods", "alpha-0"))
+        pvc = await admin.get(m.core_path(ns, "persistentvolumeclaims", "alpha-0-data"))
+        for obj in (peer, client_svc, pdb, secret, pod, pvc):
+            (owner,) = obj["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner["uid"]) == ("EtcdCluster", "alpha", uid)
+        for obj in (pod, pvc):
+            assert obj["metadata"]["labels"] == {
+                "app.kubernetes.io/name": "etcd",
+                "app.kubernetes.io/instance": "alpha",
+                "app.kubernetes.io/component": "member",
+                "app.kubernetes.io/managed-by": "etcd-supervisor",
+                "etcd.io/member": "alpha-0",
+            }
+        assert pod["spec"]["hostname"] == "alpha-0"
+        assert pod["spec"]["subdomain"] == "alpha-peer"
+        assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "alpha-0-data"
+
+        (member,) = await runtime.list_members(ref)
+        assert member.name == "alpha-0" and member.urls == urls
+        assert member.state is ProcessState.STARTING and member.has_data and member.pid is None
+
+        # The kubelet's part: bind the pod to a node, run it, report it ready.
+        await admin.create(
+            f"{m.core_path(ns, 'pods', 'alpha-0')}/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "alpha-0"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+            },
+        )
+        await play_kubelet(admin, ns, "alpha-0", phase="Running", ready=False)
+        assert (await runtime.list_members(ref))[0].state is ProcessState.STARTING
+        await play_kubelet(admin, ns, "alpha-0", phase="Running", ready=True)
+        (member,) = await runtime.list_members(ref)
+        assert member.state is ProcessState.RUNNING and member.consecutive_failures == 0
+
+
+async def test_watch_members_reports_pod_and_claim_changes(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "beta")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "beta", security={"tls": {"enabled": False}})
+        runtime = KubeRuntime(op)
+        changed: list[str] = []
+        other: list[str] = []
+        unsubscribe = runtime.watch_members(ref, changed.append)
+        runtime.watch_members(ClusterRef(ns, "someone-else"), other.append)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lambda task_status: runtime.run(namespaces=[ns], task_status=task_status))
+            urls = await runtime.allocate_member(ref, "beta-0")
+            await runtime.start_member(launch_for(ref, "beta-0", urls, ClusterSpec(tls_enabled=False)))
+            with trio.fail_after(20):
+                while "beta-0" not in changed:
+                    await trio.sleep(0.05)
+            changed.clear()
+            await play_kubelet(admin, ns, "beta-0", phase="Running", ready=True)
+            with trio.fail_after(20):
+                while "beta-0" not in changed:
+                    await trio.sleep(0.05)
+            unsubscribe()
+            changed.clear()
+            await runtime.stop_member(ref, "beta-0")
+            await trio.sleep(1.0)
+            assert changed == [] and other == []
+            nursery.cancel_scope.cancel()
+
+
+async def test_image_families_get_their_own_configuration(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        runtime = KubeRuntime(op)
+        pods = {}
+        for name, repository in (("bit", "bitnami/etcd"), ("off", "quay.io/coreos/etcd")):
+            await create_cluster(admin, ns, name, repository=repository, security={"tls": {"enabled": False}})
+            ref = ClusterRef(ns, name)
+            urls = await runtime.allocate_member(ref, f"{name}-0")
+            spec = ClusterSpec(repository=repository, tls_enabled=False)
+            await runtime.start_member(launch_for(ref, f"{name}-0", urls, spec))
+            pods[name] = (await admin.get(m.core_path(ns, "pods", f"{name}-0")))["spec"]["containers"][0]
+
+        bitnami = pods["bit"]
+        assert bitnami["image"] == "bitnami/etcd:3.5.21"
+        env = {e["name"]: e.get("value", "") for e in bitnami["env"]}
+        required = {
+            "ETCD_ON_K8S": "yes",
+            "ETCD_CLUSTER_DOMAIN": f"bit-peer.{ns}.svc.cluster.local",
+            "MY_STS_NAME": "bit",
+            "ALLOW_NONE_AUTHENTICATION": "yes",
+            "ETCD_ROOT_PASSWORD": "",
+        }
+        assert {k: env[k] for k in required} == required
+        assert all(k.startswith("ETCD_") for k in set(env) - set(required))
+        assert env["ETCD_NAME"] == "bit-0"
+        assert bitnami["readinessProbe"]["tcpSocket"]["port"] == 2379
+
+        official = pods["off"]
+        assert official["image"] == "quay.io/coreos/etcd:v3.5.21"
+        assert "env" not in official
+        assert "tcpSocket" not in official["readinessProbe"]
+        assert "--name=off-0" in official["args"]
+
+
+async def test_stop_keeps_the_claim_restart_reuses_it_delete_removes_it(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "gamma")
+    spec = ClusterSpec(tls_enabled=False)
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "gamma", security={"tls": {"enabled": False}})
+        runtime = KubeRuntime(op, poll_interval=0.1)
+        urls = await runtime.allocate_member(ref, "gamma-0")
+        launch = launch_for(ref, "gamma-0", urls, spec)
+        await runtime.start_member(launch)
+        first_uid = (await admin.get(m.core_path(ns, "pods", "gamma-0")))["metadata"]["uid"]
+
+        await runtime.stop_member(ref, "gamma-0")
+        await runtime.stop_member(ref, "gamma-0")  # idempotent
+        assert await admin.get_or_none(m.core_path(ns, "pods", "gamma-0")) is None
+        (member,) = await runtime.list_members(ref)
+        assert member.state is ProcessState.ABSENT and member.has_data and member.urls == urls
+
+        # Restart with data: a new pod on the same claim.
+        await runtime.start_member(launch)
+        pod = await admin.get(m.core_path(ns, "pods", "gamma-0"))
+        assert pod["metadata"]["uid"] != first_uid
+        assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "gamma-0-data"
+
+        # A crashed pod is replaced, and the crash is counted on its successor.
+        await play_kubelet(admin, ns, "gamma-0", phase="Failed", ready=False)
+        (member,) = await runtime.list_members(ref)
+        assert member.state is ProcessState.EXITED and member.exit_code == 1
+        assert member.consecutive_failures == 1
+        await runtime.start_member(launch)
+        pod = await admin.get(m.core_path(ns, "pods", "gamma-0"))
+        assert pod["metadata"]["annotations"][m.ANNOTATION_FAILURES] == "1"
+        assert (await runtime.list_members(ref))[0].state is ProcessState.STARTING
+
+        await runtime.delete_member(ref, "gamma-0")
+        await runtime.delete_member(ref, "gamma-0")  # idempotent
+        assert await admin.get_or_none(m.core_path(ns, "pods", "gamma-0")) is None
+        assert await admin.get_or_none(m.core_path(ns, "persistentvolumeclaims", "gamma-0-data")) is None
+        assert await runtime.list_members(ref) == []
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+async def test_cluster_deletion_follows_the_reclaim_policy(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, policy: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "delta")
+    spec = ClusterSpec(tls_enabled=True)
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "delta", storage={"reclaimPolicy": policy})
+        runtime = KubeRuntime(op)
+        for name in ("delta-0", "delta-1"):
+            urls = await runtime.allocate_member(ref, name)
+            await runtime.start_member(launch_for(ref, name, urls, spec))
+
+        # The user deletes the cluster: our finalizer holds it until the volumes are handled.
+        await admin.delete(m.cluster_path(ref))
+        held = await admin.get(m.cluster_path(ref))
+        assert held["metadata"]["deletionTimestamp"]
+        with pytest.raises(ClusterGone):
+            await runtime.allocate_member(ref, "delta-2")
+
+        await runtime.delete_cluster(ref, keep_data=policy == "Retain")
+        assert await admin.get_or_none(m.cluster_path(ref)) is None
+        claims = await admin.get(
+            m.core_path(ns, "persistentvolumeclaims"),
+            query={"labelSelector": m.label_selector(m.member_selector(ref))},
+        )
+        pods = await admin.get(m.core_path(ns, "pods"), query={"labelSelector": m.MEMBER_SELECTOR})
+        assert pods["items"] == []
+        for path in (m.core_path(ns, "services", "delta-peer"), m.pdb_path(ns, "delta")):
+            assert await admin.get_or_none(path) is None
+        if policy == "Retain":
+            names = sorted(c["metadata"]["name"] for c in claims["items"])
+            assert names == ["delta-0-data", "delta-1-data"]
+            # Orphaned, so a garbage collector would not take them with the cluster.
+            assert all(not c["metadata"].get("ownerReferences") for c in claims["items"])
+        else:
+            assert claims["items"] == []
+        await runtime.delete_cluster(ref, keep_data=True)  # idempotent once gone
+
+
+async def test_a_missing_cluster_is_reported_not_created(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, _admin):
+        runtime = KubeRuntime(op)
+        with pytest.raises(ClusterGone):
+            await runtime.allocate_member(ClusterRef(kube_namespace, "nope"), "nope-0")
+        assert await runtime.list_members(ClusterRef(kube_namespace, "nope")) == []
+        with pytest.raises(KubeError) as denied:
+            await op.delete(f"/api/v1/namespaces/{kube_namespace}")
+        assert denied.value.status == 403  # it really runs with the deployed rights only
