@@ -1,0 +1,115 @@
+"""/healthz and /readyz: the bare server, then run_operator's wiring on a real kube-apiserver."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisor.aio import open_asyncio_loop
+from supervisor.kube.client import open_kube_client
+from supervisor.kube.health import Readiness, serve_health
+from supervisor.kube.leader import LeaderElectionConfig
+from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.watch import ClusterEvent, EventType
+from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
+
+
+async def http_get(port: int, path: str) -> tuple[int, str]:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n".encode())
+        data = b""
+        with trio.fail_after(10):
+            while chunk := await stream.receive_some(4096):
+                data += chunk
+    head, _, body = data.decode().partition("\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_healthz_always_readyz_per_checks() -> None:
+    readiness = Readiness()
+    readiness.require("watches-synced")
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_health, 0, readiness)
+        assert await http_get(port, "/healthz") == (200, "ok\n")
+        assert await http_get(port, "/readyz") == (503, "not ready: watches-synced\n")
+        readiness.set("watches-synced", True)
+        assert await http_get(port, "/readyz") == (200, "ok\n")
+        assert (await http_get(port, "/metrics"))[0] == 404
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.slow
+async def test_operator_leader_and_standby_are_ready_and_only_the_leader_acts(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    lease = f"op-{uuid.uuid4().hex[:8]}"
+    seen: dict[str, list[ClusterEvent]] = {"a": [], "b": []}
+
+    def serve_clusters_for(who: str):  # type: ignore[no-untyped-def]
+        async def serve(ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
+            async for event in events:
+                seen[who].append(event)
+
+        return serve
+
+    def election(identity: str) -> LeaderElectionConfig:
+        return LeaderElectionConfig(
+            namespace=OPERATOR_NAMESPACE,
+            identity=identity,
+            name=lease,
+            lease_duration=3,
+            renew_deadline=2,
+            retry_period=0.4,
+        )
+
+    async with open_asyncio_loop(), trio.open_nursery() as nursery:
+        port_a = await nursery.start(
+            lambda task_status: run_operator(
+                serve_clusters=serve_clusters_for("a"),
+                kubeconfig=str(operator_kubeconfig),
+                namespaces=[kube_namespace],
+                health_port=0,
+                election=election("a"),
+                task_status=task_status,
+            )
+        )
+        with trio.fail_after(30):
+            while (await http_get(port_a, "/readyz"))[0] != 200:
+                await trio.sleep(0.1)
+        port_b = await nursery.start(
+            lambda task_status: run_operator(
+                serve_clusters=serve_clusters_for("b"),
+                kubeconfig=str(operator_kubeconfig),
+                namespaces=[kube_namespace],
+                health_port=0,
+                election=election("b"),
+                task_status=task_status,
+            )
+        )
+        # The standby is ready too: it is a healthy replica waiting for the lease.
+        assert await http_get(port_b, "/readyz") == (200, "ok\n")
+        assert (await http_get(port_b, "/healthz"))[0] == 200
+
+        async with open_kube_client(str(kube_apiserver.kubeconfig)) as admin:
+            await admin.create(
+                f"/apis/etcd.io/v1alpha1/namespaces/{kube_namespace}/etcdclusters",
+                {
+                    "apiVersion": "etcd.io/v1alpha1",
+                    "kind": "EtcdCluster",
+                    "metadata": {"name": "op"},
+                    "spec": {},
+                },
+            )
+        with trio.fail_after(20):
+            while not seen["a"]:
+                await trio.sleep(0.05)
+        event = seen["a"][0]
+        assert (event.ref.namespace, event.ref.name, event.type) == (kube_namespace, "op", EventType.ADDED)
+        assert not event.deleting
+        await trio.sleep(1.0)
+        assert seen["b"] == []
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,154 @@
+"""Leader election on a real Lease, as the deployed ServiceAccount (Role in its own namespace)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisor.aio import open_asyncio_loop
+from supervisor.kube.client import KubeClient, open_kube_client
+from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
+from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
+
+pytestmark = pytest.mark.slow
+
+
+@asynccontextmanager
+async def clients(server: KubeAPIServer, operator: Path) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
+    async with (
+        open_asyncio_loop(),
+        open_kube_client(str(operator)) as op,
+        open_kube_client(str(server.kubeconfig)) as admin,
+    ):
+        yield op, admin
+
+
+def config(lease: str, identity: str) -> LeaderElectionConfig:
+    return LeaderElectionConfig(
+        namespace=OPERATOR_NAMESPACE,
+        identity=identity,
+        name=lease,
+        lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=0.4,
+    )
+
+
+def lease_path(lease: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{lease}"
+
+
+async def wait_until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.05)
+
+
+async def test_a_second_replica_stays_passive_until_the_first_releases(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path
+) -> None:
+    lease = f"t-{uuid.uuid4().hex[:8]}"
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        a, b = LeaderElector(op, config(lease, "a")), LeaderElector(op, config(lease, "b"))
+        leading: list[str] = []
+        release_a = trio.Event()
+
+        async def body_a() -> None:
+            leading.append("a")
+            await release_a.wait()
+
+        async def body_b() -> None:
+            leading.append("b")
+            await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.run, body_a)
+            await wait_until(lambda: leading == ["a"], 20)
+            nursery.start_soon(b.run, body_b)
+            # Longer than a lease duration: only renewals keep b out.
+            await trio.sleep(5.0)
+            assert leading == ["a"] and a.is_leader and not b.is_leader
+            assert (await admin.get(lease_path(lease)))["spec"]["holderIdentity"] == "a"
+
+            release_a.set()  # a's body returns: a releases the lease, b takes over at once
+            with trio.fail_after(2.0):
+                while leading != ["a", "b"]:
+                    await trio.sleep(0.05)
+            assert not a.is_leader and b.is_leader
+            spec = (await admin.get(lease_path(lease)))["spec"]
+            assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+            nursery.cancel_scope.cancel()
+        # Cancelled while leading: b released on the way out.
+        assert "holderIdentity" not in (await admin.get(lease_path(lease)))["spec"]
+
+
+async def test_losing_the_lease_to_another_holder_cancels_the_body_at_once(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path
+) -> None:
+    lease = f"t-{uuid.uuid4().hex[:8]}"
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        a = LeaderElector(op, config(lease, "a"))
+        started, cancelled = [], []
+
+        async def body() -> None:
+            started.append(trio.current_time())
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                cancelled.append(trio.current_time())
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.run, body)
+            await wait_until(lambda: started, 20)
+
+            # Another holder takes the lease over (as a replica with a skewed view might).
+            obj = await admin.get(lease_path(lease))
+            now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            obj["spec"].update(holderIdentity="intruder", renewTime=now, acquireTime=now)
+            await admin.replace(lease_path(lease), obj)
+            taken = trio.current_time()
+            await wait_until(lambda: cancelled, 5)
+            # Within one renewal period (plus the machine's noise), not a lease duration.
+            assert cancelled[0] - taken < 0.4 + 1.0
+            assert not a.is_leader and a.statistics().losses == 1
+
+            # The intruder never renews: after a lease duration, a leads again.
+            await wait_until(lambda: len(started) == 2, 15)
+            assert a.statistics().acquisitions == 2
+            nursery.cancel_scope.cancel()
+
+
+async def test_renewals_failing_past_the_deadline_cancel_the_body(
+    private_kube_apiserver: KubeAPIServer,
+) -> None:
+    server = private_kube_apiserver
+    operator = await trio.to_thread.run_sync(server.operator_kubeconfig)
+    async with clients(server, operator) as (op, _admin):
+        a = LeaderElector(op, config("etcd-supervisor", "a"))
+        started, cancelled = [], []
+
+        async def body() -> None:
+            started.append(trio.current_time())
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                cancelled.append(trio.current_time())
+                raise
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.run, body)
+            await wait_until(lambda: started, 20)
+            await trio.to_thread.run_sync(server.stop)
+            stopped = trio.current_time()
+            await wait_until(lambda: cancelled, 10)
+            # No renewal can succeed: lost once the renew deadline (2s) has passed, no later.
+            assert cancelled[0] - stopped <= 2.0 + 1.0
+            assert not a.is_leader
+            nursery.cancel_scope.cancel()
