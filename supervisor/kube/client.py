@@ -17,10 +17,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import trio
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from supervisor.aio import enter_asyncio, run_asyncio
+from supervisor.aio import run_asyncio
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class KubeClient:
         return json.loads(raw) if raw else {}
 
     async def _aio_stream(
-        self, path: str, query: Mapping[str, Any], read_timeout: float
+        self, path: str, query: Mapping[str, Any], read_timeout: float, handle: WatchStream
     ) -> AsyncIterator[Obj]:
         """Yield each line of a streaming (watch) response as a decoded object."""
         try:
@@ -150,7 +151,10 @@ class KubeClient:
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise KubeUnavailable(f"watch {path}: {exc!r}") from exc
+        handle._response = resp
         try:
+            if handle.closed:
+                return
             if not 200 <= resp.status < 300:
                 raise _error_from(resp.status, await resp.read())
             while True:
@@ -240,9 +244,34 @@ class KubeClient:
         first["items"] = items
         return first
 
-    def stream(self, path: str, query: Mapping[str, Any], *, read_timeout: float) -> AsyncIterator[Obj]:
-        """An asyncio async iterator over watch events; drive it with pump_asyncio_iterator."""
-        return self._aio_stream(path, query, read_timeout)
+    def stream(self, path: str, query: Mapping[str, Any], *, read_timeout: float) -> WatchStream:
+        """A watch stream; iterate it in asyncio (pump_asyncio_iterator), close() it from trio."""
+        handle = WatchStream()
+        handle._iterator = self._aio_stream(path, query, read_timeout, handle)
+        return handle
+
+
+class WatchStream:
+    """An asyncio async iterator over watch events that trio code can close.
+
+    Cancelling the asyncio task that reads a watch does not always end it: seen here, a
+    cancellation that lands between two reads is absorbed and the task reads on until the
+    server ends the watch, minutes later. Closing the connection ends any read at once.
+    """
+
+    def __init__(self) -> None:
+        self._iterator: AsyncIterator[Obj] | None = None
+        self._response: Any = None
+        self.closed = False
+
+    def __aiter__(self) -> AsyncIterator[Obj]:
+        assert self._iterator is not None
+        return self._iterator
+
+    def close(self) -> None:
+        self.closed = True
+        if self._response is not None:
+            self._response.close()
 
 
 def _in_cluster() -> bool:
@@ -284,5 +313,10 @@ async def open_kube_client(
         return k8s_client.ApiClient(configuration=configuration)
 
     api = await run_asyncio(make_api)
-    async with enter_asyncio(api):
+    try:
         yield KubeClient(api)
+    finally:
+        # Shielded: on a cancelled shutdown the session must still close, or aiohttp
+        # reports an unclosed session and leaks its connections.
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            await run_asyncio(api.close)

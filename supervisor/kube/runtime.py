@@ -232,7 +232,26 @@ class KubeRuntime:
         owner, spec, obj = await self._read_cluster(cluster)
         await self._ensure_finalizer(cluster, obj)
         await self._ensure_cluster_objects(owner, spec)
-        return m.member_urls(cluster, name, tls=spec.tls_enabled)
+        urls = m.member_urls(cluster, name, tls=spec.tls_enabled)
+        # The claim is the member's record from here on: list_members must show a member the
+        # moment etcd may hear of it, or the cluster actor would take the new learner for one
+        # whose data is gone and remove it again.
+        await self._ensure_claim(owner, spec, name, urls)
+        return urls
+
+    async def _ensure_claim(self, owner: m.Owner, spec: ClusterSpec, name: str, urls: MemberUrls) -> None:
+        ns = owner.ref.namespace
+        claim = await self._client.get_or_none(
+            m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
+        )
+        if claim is None:
+            await self._ensure(
+                m.core_path(ns, "persistentvolumeclaims"),
+                m.member_volume_claim(owner, spec, name, urls),
+                owner,
+            )
+        elif _meta(claim).get("deletionTimestamp"):
+            raise KubeError(409, "VolumeDeleting", f"the data of {name} is being deleted")
 
     async def start_member(self, launch: MemberLaunch) -> None:
         ref, ns = launch.cluster, launch.cluster.namespace
@@ -240,16 +259,7 @@ class KubeRuntime:
         await self._ensure_finalizer(ref, obj)
         await self._ensure_cluster_objects(owner, spec)
 
-        claim_path = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(launch.name))
-        claim = await self._client.get_or_none(claim_path)
-        if claim is None:
-            await self._ensure(
-                m.core_path(ns, "persistentvolumeclaims"),
-                m.member_volume_claim(owner, launch.spec, launch.name, launch.urls),
-                owner,
-            )
-        elif _meta(claim).get("deletionTimestamp"):
-            raise KubeError(409, "VolumeDeleting", f"the data of {launch.name} is being deleted")
+        await self._ensure_claim(owner, launch.spec, launch.name, launch.urls)
 
         pod_path = m.core_path(ns, "pods", launch.name)
         pod = await self._client.get_or_none(pod_path)

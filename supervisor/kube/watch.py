@@ -28,7 +28,7 @@ from attrs import frozen
 
 from actors.model import API_GROUP, API_VERSION, ClusterRef
 from supervisor.aio import pump_asyncio_iterator
-from supervisor.kube.client import KubeClient, KubeError, is_gone
+from supervisor.kube.client import KubeClient, KubeError, KubeUnavailable, is_gone
 
 log = logging.getLogger(__name__)
 
@@ -199,13 +199,14 @@ class Watcher:
                     if not started:
                         task_status.started()
                         started = True
-                with trio.move_on_at(next_resync):
+                with trio.move_on_at(next_resync) as resync:
                     await self._watch(path, send)
+                if resync.cancel_called:
+                    log.debug("%r: periodic resync", self)
+                    self._rv = None
+                else:
                     # The server closed the stream on schedule: a clean reconnect, no delay.
                     delays = backoff_delays(opts.backoff_initial, opts.backoff_max, self._rng)
-                    continue
-                log.debug("%r: periodic resync", self)
-                self._rv = None
             except KubeError as exc:
                 if is_gone(exc):
                     # Our resourceVersion was compacted away: only a fresh list can continue.
@@ -257,24 +258,32 @@ class Watcher:
         raw_send, raw_recv = trio.open_memory_channel[dict[str, Any]](0)
         self._watches += 1
         failure: KubeError | None = None
+        stream = self._client.stream(path, query, read_timeout=timeout + opts.read_grace)
+
+        async def close_on_exit() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                stream.close()  # ends the asyncio read at once; see WatchStream
+
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(
-                    pump_asyncio_iterator,
-                    lambda: self._client.stream(path, query, read_timeout=timeout + opts.read_grace),
-                    raw_send,
-                )
+                nursery.start_soon(close_on_exit)
+                nursery.start_soon(pump_asyncio_iterator, lambda: aiter(stream), raw_send)
                 async with raw_recv:
                     async for raw in raw_recv:
                         failure = await self._apply(raw, send)
                         if failure is not None:
-                            nursery.cancel_scope.cancel()
                             break
+                # The stream ended (or failed): stop close_on_exit, and the pump if still there.
+                nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             single = _single_kube_error(group)
             if single is None:
                 raise
-            raise single from None
+            # A read failing because we closed the stream on our way out is no error.
+            if not (stream.closed and isinstance(single, KubeUnavailable)):
+                raise single from None
         if failure is not None:
             raise failure
 

@@ -77,6 +77,14 @@ async def test_operator_leader_and_standby_are_ready_and_only_the_leader_acts(
                 task_status=task_status,
             )
         )
+        # A passive replica is ready too: wait until a holds the lease, then until it is ready.
+        lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{lease}"
+        async with open_kube_client(str(kube_apiserver.kubeconfig)) as admin:
+            with trio.fail_after(30):
+                while ((await admin.get_or_none(lease_path)) or {}).get("spec", {}).get(
+                    "holderIdentity"
+                ) != "a":
+                    await trio.sleep(0.1)
         with trio.fail_after(30):
             while (await http_get(port_a, "/readyz"))[0] != 200:
                 await trio.sleep(0.1)

@@ -1,0 +1,210 @@
+"""`etcd-supervisor run`: EtcdCluster events -> one cluster tree per resource, on Kubernetes.
+
+run_operator (operator.py) does leader election, watches and health; this is the part it
+calls `serve_clusters`: it turns each ClusterEvent into a Fleet change, and gives every
+cluster actor the Kubernetes runtime, status and event sinks and an etcd client that speaks
+TLS with the client certificate from the cluster's Secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from actors.cluster import ClusterPorts, Desired, Timing
+from actors.codec import InvalidCluster, parse_cluster, parse_spec
+from actors.errors import EtcdUnavailable
+from actors.fleet import Fleet
+from actors.model import (
+    API_GROUP,
+    API_VERSION,
+    KIND,
+    ClusterRef,
+    ClusterResource,
+    ClusterStatus,
+    Condition,
+    EtcdMember,
+    MemberHealth,
+    ReclaimPolicy,
+)
+from supervisor.aio import open_asyncio_loop
+from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.etcd.tls import TlsConfig
+from supervisor.kube import manifests as m
+from supervisor.kube.client import KubeClient
+from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.watch import ClusterEvent
+from supervisor.runtime import Intensity, Supervisor
+from supervisor.signals import cancel_on_signal
+
+log = logging.getLogger(__name__)
+
+
+class SecretTlsAdmin:
+    """actors.ports.EtcdAdmin for one cluster, with TLS material read from its Secret.
+
+    The Secret appears when the runtime allocates the first member, after this object is
+    made, so it is read on first use (and again until it exists).
+    """
+
+    def __init__(
+        self, client: KubeClient, ref: ClusterRef, *, tls: bool, files_dir: Path, call_timeout: float
+    ):
+        self._client = client
+        self._ref = ref
+        self._tls = tls
+        self._files_dir = files_dir
+        self._call_timeout = call_timeout
+        self._inner: EtcdAdminAdapter | None = None
+
+    async def _admin(self) -> EtcdAdminAdapter:
+        if self._inner is None:
+            config = await self._tls_config() if self._tls else None
+            self._inner = EtcdAdminAdapter(tls=config, call_timeout=self._call_timeout)
+        return self._inner
+
+    async def _tls_config(self) -> TlsConfig:
+        path = m.core_path(self._ref.namespace, "secrets", m.tls_secret_name(self._ref))
+        secret = await self._client.get_or_none(path)
+        if secret is None:
+            raise EtcdUnavailable(
+                f"TLS Secret {self._ref.namespace}/{m.tls_secret_name(self._ref)} not there yet"
+            )
+        data: Mapping[str, str] = secret.get("data") or {}
+        self._files_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        paths = {}
+        for key in (m.TLS_CA_CERT, m.TLS_CLIENT_CERT, m.TLS_CLIENT_KEY):
+            target = self._files_dir / key
+            target.write_bytes(base64.b64decode(data[key]))
+            target.chmod(0o600)
+            paths[key] = target
+        return TlsConfig(paths[m.TLS_CA_CERT], paths[m.TLS_CLIENT_CERT], paths[m.TLS_CLIENT_KEY])
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+
+    async def member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]:
+        return await (await self._admin()).member_list(endpoints)
+
+    async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
+        return await (await self._admin()).add_learner(endpoints, peer_url)
+
+    async def promote(self, endpoints: Sequence[str], member_id: int) -> None:
+        await (await self._admin()).promote(endpoints, member_id)
+
+    async def remove(self, endpoints: Sequence[str], member_id: int) -> None:
+        await (await self._admin()).remove(endpoints, member_id)
+
+    async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
+        await (await self._admin()).move_leader(endpoints, target_id)
+
+    async def member_health(self, client_url: str) -> MemberHealth:
+        return await (await self._admin()).member_health(client_url)
+
+
+def as_document(obj: Mapping[str, Any]) -> dict[str, Any]:
+    # Items of a list response carry no apiVersion/kind; the resource type is known here.
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, **obj}
+
+
+class KubeClusters:
+    """serve_clusters for run_operator: one Fleet, fed by EtcdCluster events."""
+
+    def __init__(self, *, timing: Timing | None = None, tls_root: Path | None = None) -> None:
+        self._timing = timing or Timing()
+        self._tls_root = tls_root or Path(tempfile.mkdtemp(prefix="etcd-supervisor-tls-"))
+        self._admins: list[SecretTlsAdmin] = []
+
+    async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
+        def ports_for(resource: ClusterResource) -> ClusterPorts:
+            admin = SecretTlsAdmin(
+                ports.client,
+                resource.ref,
+                tls=resource.spec.tls_enabled,
+                files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
+                call_timeout=self._timing.call_timeout,
+            )
+            self._admins.append(admin)
+            return ClusterPorts(ports.runtime, admin, ports.status, ports.events)
+
+        root = Supervisor("clusters", intensity=Intensity(50, 60.0))
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(root.run)
+                fleet = Fleet(root, ports_for, timing=self._timing)
+                async with events:
+                    async for event in events:
+                        await self._on_event(fleet, ports, event)
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                for admin in self._admins:
+                    await admin.aclose()
+
+    async def _on_event(self, fleet: Fleet, ports: OperatorPorts, event: ClusterEvent) -> None:
+        ref = event.ref
+        if event.object is None:  # gone for good (the finalizer was already released)
+            if ref in fleet:
+                await fleet.remove(ref)
+            ports.status.forget(ref)
+            return
+        if event.deleting:
+            if ref in fleet:
+                await fleet.remove(ref)  # stops the actors, then delete_cluster releases the finalizer
+            else:
+                spec = parse_spec(event.object.get("spec") or {})
+                await ports.runtime.delete_cluster(
+                    ref, keep_data=spec.storage.reclaim_policy is ReclaimPolicy.RETAIN
+                )
+            return
+        try:
+            resource = parse_cluster(as_document(event.object))
+        except InvalidCluster as exc:
+            await self._report_invalid(fleet, ports, ref, event.object, str(exc))
+            return
+        await fleet.upsert(Desired(resource))
+
+    async def _report_invalid(
+        self, fleet: Fleet, ports: OperatorPorts, ref: ClusterRef, obj: Mapping[str, Any], problem: str
+    ) -> None:
+        log.error(
+            "EtcdCluster %s is invalid: %s",
+            ref,
+            problem,
+            extra={"event": "invalid-spec", "cluster": str(ref)},
+        )
+        await ports.events.record(ref, reason="InvalidSpec", message=problem, warning=True)
+        if await fleet.report_problem(ref, problem):
+            return
+        generation = (obj.get("metadata") or {}).get("generation", 0)
+        await ports.status.publish(
+            ref,
+            ClusterStatus(
+                observed_generation=generation if isinstance(generation, int) else 0,
+                conditions=(Condition("Degraded", "True", "InvalidSpec", problem),),
+                message=f"not created: {problem}",
+            ),
+        )
+
+
+async def run_kube(
+    *, kubeconfig: str | None, namespaces: list[str] | None, health_port: int, timing: Timing | None = None
+) -> None:
+    """The whole operator until SIGINT/SIGTERM: leader election, watches, cluster actors, health."""
+    clusters = KubeClusters(timing=timing)
+    async with open_asyncio_loop(), trio.open_nursery() as nursery:
+        nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
+        await run_operator(
+            serve_clusters=clusters.serve,
+            kubeconfig=kubeconfig,
+            namespaces=namespaces,
+            health_port=health_port,
+        )
+        nursery.cancel_scope.cancel()
