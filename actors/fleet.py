@@ -58,9 +58,21 @@ class Fleet:
         for _ref, resource in sorted(wanted.items()):
             await self.upsert(Desired(resource))
         for ref, problem in sorted(problems.items()):
-            entry = self._clusters.get(ref)
-            if entry is not None:
-                await self.upsert(Desired(entry.desired.resource, problem))
+            await self.report_problem(ref, problem)
+
+    def __contains__(self, ref: object) -> bool:
+        return ref in self._clusters
+
+    async def report_problem(self, ref: ClusterRef, problem: str) -> bool:
+        """The latest edit of a running cluster was invalid: keep its spec, report why.
+
+        Returns False when no such cluster runs (the caller reports the problem itself).
+        """
+        entry = self._clusters.get(ref)
+        if entry is None:
+            return False
+        await self.upsert(Desired(entry.desired.resource, problem))
+        return True
 
     async def upsert(self, desired: Desired) -> None:
         ref = desired.resource.ref

@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="namespace to watch (repeatable; default: all)",
     )
 
+    run.add_argument("--health-port", type=int, default=8080, help="port of /healthz and /readyz")
+
     local = sub.add_parser("local", help="run clusters as etcd processes on loopback, no Kubernetes")
     local.add_argument("file", help="YAML file with one or more EtcdCluster documents")
     local.add_argument("--state-dir", default=".state", help="where member data and status.json live")
@@ -62,8 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         trio.run(partial(run_local, file, Path(args.state_dir), show_board=not args.no_board))
         return 0
-    print(f"etcd-supervisor {args.command}: not implemented yet", file=sys.stderr)
-    return 2
+    from supervisor.kube.clusters import run_kube
+
+    trio.run(
+        partial(
+            run_kube, kubeconfig=args.kubeconfig, namespaces=args.namespaces, health_port=args.health_port
+        )
+    )
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.local.status_files import StatusFiles
 from supervisor.local.table import StatusBoard
 from supervisor.runtime import Intensity, Supervisor
+from supervisor.signals import cancel_on_signal
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ async def run_local(
             async with trio.open_nursery() as nursery:
                 await nursery.start(root.run)
                 fleet = Fleet(root, _ports_for(runtime, sinks, admins, timing), timing=timing)
-                nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+                nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
                 send, receive = trio.open_memory_channel[str | None](1)
                 nursery.start_soon(watch_manifest, file, send)
                 if board is not None:
@@ -153,11 +153,3 @@ async def _apply(fleet: Fleet, sinks: LocalSinks, text: str | None) -> None:
     await fleet.apply(resources, problems_by_ref(errors))
     for gone in before - set(fleet.refs()):
         sinks.forget(gone)
-
-
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            log.info("%s: stopping, keeping data", signal.Signals(signum).name, extra={"event": "shutdown"})
-            scope.cancel()
-            return

@@ -1,0 +1,208 @@
+"""A stand-in kubelet for the kube tier: runs each member pod as a real etcd process.
+
+The test API server has no nodes, so nothing would ever run the pods the operator creates.
+This plays the kubelet's part as faithfully as one machine allows:
+
+- each pod gets its own loopback address (127.0.0.N), and its DNS name
+  (<member>.<cluster>-peer.<ns>.svc, as the headless Service would publish it) resolves there
+  through /etc/hosts, so the operator and the members reach each other exactly by the URLs
+  the operator wrote;
+- the pod's own etcd command line runs, with 0.0.0.0 bound to the pod's address and the data
+  directory on a per-claim directory, so a pod recreated on the same claim keeps its data;
+- pod status (phase Running, podIP, Ready once the client port answers) is written through
+  the pods/status subresource, as a kubelet would; a deleted pod's process is killed.
+
+Needs root (for /etc/hosts); every line it adds carries a marker and is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from actors.model import ClusterRef
+from supervisor.kube import manifests as m
+from supervisor.kube.client import KubeClient
+
+HOSTS = Path("/etc/hosts")
+ETCD = Path(sys.executable).parent / "etcd"
+_hosts_lock = threading.Lock()
+
+
+def _edit_hosts(add: list[str] = (), drop_marker: str | None = None) -> None:  # type: ignore[assignment]
+    with _hosts_lock:
+        lines = HOSTS.read_text().splitlines()
+        if drop_marker is not None:
+            lines = [line for line in lines if not line.endswith(drop_marker)]
+        HOSTS.write_text("\n".join([*lines, *add]) + "\n")
+
+
+@attrs.define
+class PodProcess:
+    name: str
+    uid: str
+    ip: str
+    proc: subprocess.Popen[bytes]
+    ready: bool = False
+    exit_reported: bool = False
+
+
+@attrs.define
+class Kubelet:
+    admin: KubeClient
+    namespace: str
+    work: Path
+    marker: str
+    pods: dict[str, PodProcess] = attrs.field(factory=dict)
+    next_ip: int = 10
+    started: list[str] = attrs.field(factory=list)  # pod names in the order they first ran
+
+    async def run(self, *, poll: float = 0.2) -> None:
+        while True:
+            listing = await self.admin.get(m.core_path(self.namespace, "pods"))
+            seen = {}
+            for pod in listing.get("items", []):
+                meta = pod["metadata"]
+                if meta.get("deletionTimestamp"):
+                    continue
+                seen[meta["name"]] = meta["uid"]
+                running = self.pods.get(meta["name"])
+                if running is not None and running.uid != meta["uid"]:
+                    self._kill(meta["name"])  # replaced by a new pod of the same name
+                    running = None
+                if running is None:
+                    await self._start(pod)
+                    await self._write_status(pod["metadata"]["name"])
+                elif running.proc.poll() is not None:
+                    if not running.exit_reported:  # restartPolicy Never: the pod has failed
+                        running.ready, running.exit_reported = False, True
+                        await self._write_status(running.name)
+                elif not running.ready and self._answers(running):
+                    running.ready = True
+                    await self._write_status(running.name)
+            for name in set(self.pods) - set(seen):
+                self._kill(name)
+            await trio.sleep(poll)
+
+    async def _volumes(self, pod: dict[str, Any]) -> dict[str, Path]:
+        """Each volume as a host directory: a claim's survives its pods, a Secret's is written out."""
+        out: dict[str, Path] = {}
+        for volume in pod["spec"]["volumes"]:
+            if "persistentVolumeClaim" in volume:
+                path = self.work / "volumes" / volume["persistentVolumeClaim"]["claimName"]
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                source = volume["secret"]
+                secret = await self.admin.get(m.core_path(self.namespace, "secrets", source["secretName"]))
+                path = self.work / "secrets" / pod["metadata"]["uid"] / volume["name"]
+                path.mkdir(parents=True, exist_ok=True)
+                for item in source.get("items") or [{"key": k, "path": k} for k in secret["data"]]:
+                    (path / item["path"]).write_bytes(base64.b64decode(secret["data"][item["key"]]))
+            out[volume["name"]] = path
+        return out
+
+    async def _start(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        labels = pod["metadata"]["labels"]
+        ref = ClusterRef(self.namespace, labels["app.kubernetes.io/instance"])
+        ip = f"127.0.0.{self.next_ip}"
+        self.next_ip += 1
+        host = m.member_host(ref, name)
+        _edit_hosts(add=[f"{ip} {host} {host}.cluster.local {self.marker}"])
+        container = pod["spec"]["containers"][0]
+        volumes = await self._volumes(pod)
+        args = []
+        for arg in container.get("args", []):
+            arg = arg.replace("0.0.0.0", ip)
+            for mount in container.get("volumeMounts", []):
+                arg = arg.replace(mount["mountPath"], str(volumes[mount["name"]]))
+            args.append(arg)
+        log = (self.work / f"{name}.log").open("ab")
+        # Popen returns at once; these processes outlive any trio scope, as pods outlive a kubelet call.
+        proc = subprocess.Popen([str(ETCD), *args], stdout=log, stderr=subprocess.STDOUT)  # noqa: ASYNC220
+        self.pods[name] = PodProcess(name, pod["metadata"]["uid"], ip, proc)
+        self.started.append(name)
+
+    def _answers(self, pod: PodProcess) -> bool:
+        if pod.proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((pod.ip, m.CLIENT_PORT), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    async def _write_status(self, name: str) -> None:
+        pod = self.pods[name]
+        path = m.core_path(self.namespace, "pods", name)
+        obj = await self.admin.get(path)
+        exited = pod.proc.poll()
+        state: dict[str, Any] = (
+            {
+                "terminated": {
+                    "exitCode": exited,
+                    "startedAt": "2026-01-01T00:00:00Z",
+                    "finishedAt": "2026-01-01T00:00:01Z",
+                }
+            }
+            if exited is not None
+            else {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+        )
+        obj["status"] = {
+            "phase": "Failed" if exited is not None else "Running",
+            "podIP": pod.ip,
+            "conditions": [{"type": "Ready", "status": "True" if pod.ready else "False"}],
+            "containerStatuses": [
+                {
+                    "name": "etcd",
+                    "image": obj["spec"]["containers"][0]["image"],
+                    "imageID": "",
+                    "ready": pod.ready,
+                    "restartCount": 0,
+                    "state": state,
+                }
+            ],
+        }
+        await self.admin.replace(f"{path}/status", obj)
+
+    def _kill(self, name: str) -> None:
+        pod = self.pods.pop(name)
+        if pod.proc.poll() is None:
+            pod.proc.kill()
+            pod.proc.wait()
+
+    def kill_process(self, name: str) -> int:
+        """SIGKILL a member's etcd as a node failure would; returns its pid."""
+        pod = self.pods[name]
+        pod.proc.kill()
+        pod.proc.wait()
+        return pod.proc.pid
+
+    def stop_all(self) -> None:
+        for name in list(self.pods):
+            self._kill(name)
+
+
+@contextmanager
+def open_kubelet(admin: KubeClient, namespace: str, work: Path) -> Iterator[Kubelet]:
+    """A Kubelet for one namespace; its processes and /etc/hosts lines go away on exit."""
+    if os.geteuid() != 0:
+        raise PermissionError("the stand-in kubelet edits /etc/hosts and needs root")
+    marker = f"# etcd-supervisor-test {namespace} {os.getpid()}"
+    kubelet = Kubelet(admin, namespace, work, marker)
+    try:
+        yield kubelet
+    finally:
+        kubelet.stop_all()
+        _edit_hosts(drop_marker=marker)

@@ -1,0 +1,282 @@
+"""The whole operator (`etcd-supervisor run`'s pieces) against a real kube-apiserver, with the
+stand-in kubelet running every member pod as a real etcd process (tests/harness/kubelet.py).
+
+The operator authenticates as the deployed ServiceAccount, so a missing RBAC rule fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actors.cluster import Timing
+from supervisor.aio import open_asyncio_loop
+from supervisor.etcd.client import open_etcd_client
+from supervisor.kube import manifests as m
+from supervisor.kube.client import KubeClient, open_kube_client
+from supervisor.kube.clusters import KubeClusters
+from supervisor.kube.leader import LeaderElectionConfig
+from supervisor.kube.operator import run_operator
+from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
+from tests.harness.kubelet import Kubelet, open_kubelet
+
+pytestmark = pytest.mark.slow
+
+FAST = Timing(tick=0.5, call_timeout=3.0, probe_timeout=1.0, health_ttl=2.5)
+CLUSTERS = "/apis/etcd.io/v1alpha1/namespaces/{ns}/etcdclusters"
+
+
+@asynccontextmanager
+async def operator_with_kubelet(
+    server: KubeAPIServer, operator: Path, ns: str, work: Path
+) -> AsyncIterator[tuple[KubeClient, Kubelet]]:
+    election = LeaderElectionConfig(
+        namespace=OPERATOR_NAMESPACE,
+        identity="test",
+        name=f"op-{uuid.uuid4().hex[:8]}",
+        lease_duration=6,
+        renew_deadline=4,
+        retry_period=1,
+    )
+    async with open_asyncio_loop(), open_kube_client(str(server.kubeconfig)) as admin:
+        with open_kubelet(admin, ns, work) as kubelet:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kubelet.run)
+                await nursery.start(
+                    lambda task_status: run_operator(
+                        serve_clusters=KubeClusters(timing=FAST, tls_root=work / "tls").serve,
+                        kubeconfig=str(operator),
+                        namespaces=[ns],
+                        health_port=0,
+                        election=election,
+                        task_status=task_status,
+                    )
+                )
+                yield admin, kubelet
+                nursery.cancel_scope.cancel()
+
+
+async def wait_for(
+    admin: KubeClient, path: str, predicate: Callable[[dict[str, Any]], bool], timeout: float
+) -> dict[str, Any]:
+    last: dict[str, Any] | None = None
+    with trio.move_on_after(timeout):
+        while True:
+            last = await admin.get_or_none(path)
+            if last is not None and predicate(last):
+                return last
+            await trio.sleep(0.3)
+    raise AssertionError(f"{path}: not reached in {timeout}s; last: {(last or {}).get('status')}")
+
+
+def healthy(size: int) -> Callable[[dict[str, Any]], bool]:
+    def check(obj: dict[str, Any]) -> bool:
+        status = obj.get("status") or {}
+        return (
+            status.get("phase") == "Running"
+            and status.get("readyReplicas") == size
+            and len(status.get("members", [])) == size
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+        )
+
+    return check
+
+
+async def event_reasons(admin: KubeClient, ns: str, name: str) -> list[str]:
+    events = await admin.get(m.core_path(ns, "events"))
+    return [e["reason"] for e in events["items"] if e["involvedObject"]["name"] == name]
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+async def test_create_bootstraps_one_member_at_a_time_then_scales_through_the_scale_subresource(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, tmp_path: Path, tls: bool
+) -> None:
+    ns = kube_namespace
+    async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, kubelet):
+        body = {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {"size": 3, "security": {"tls": {"enabled": tls}}},
+        }
+        await admin.create(CLUSTERS.format(ns=ns), body)
+        path = f"{CLUSTERS.format(ns=ns)}/demo"
+        obj = await wait_for(admin, path, healthy(3), timeout=90)
+
+        # The shared objects, then the members in order: seed first, one at a time.
+        peer = await admin.get(m.core_path(ns, "services", "demo-peer"))
+        assert peer["spec"]["clusterIP"] == "None" and peer["spec"]["publishNotReadyAddresses"] is True
+        await admin.get(m.core_path(ns, "services", "demo-client"))
+        assert kubelet.started == ["demo-0", "demo-1", "demo-2"]
+        reasons = await event_reasons(admin, ns, "demo")
+        assert reasons.count("LearnerAdded") == 2 and reasons.count("LearnerPromoted") == 2
+        assert reasons.index("SeedStarted") < reasons.index("LearnerAdded")
+        claims = await admin.get(m.core_path(ns, "persistentvolumeclaims"))
+        assert sorted(c["metadata"]["name"] for c in claims["items"]) == [
+            m.volume_claim_name(f"demo-{i}") for i in range(3)
+        ]
+        assert {mem["role"] for mem in obj["status"]["members"]} == {"leader", "follower"}
+
+        # kubectl scale: through the scale subresource.
+        kube_crds.kubectl("scale", "etcdcluster/demo", "-n", ns, "--replicas=5")
+        await wait_for(admin, path, healthy(5), timeout=120)
+        kube_crds.kubectl("scale", "etcdcluster/demo", "-n", ns, "--replicas=3")
+        obj = await wait_for(admin, path, healthy(3), timeout=90)
+        assert sorted(mem["name"] for mem in obj["status"]["members"]) == ["demo-0", "demo-1", "demo-2"]
+        pods = await admin.get(m.core_path(ns, "pods"))
+        assert sorted(p["metadata"]["name"] for p in pods["items"]) == ["demo-0", "demo-1", "demo-2"]
+
+
+async def test_a_dead_member_pod_is_replaced_on_its_claim_and_keeps_its_data(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, tmp_path: Path
+) -> None:
+    ns = kube_namespace
+    async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, kubelet):
+        body = {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "heal", "namespace": ns},
+            "spec": {"size": 3, "security": {"tls": {"enabled": False}}},
+        }
+        await admin.create(CLUSTERS.format(ns=ns), body)
+        path = f"{CLUSTERS.format(ns=ns)}/heal"
+        obj = await wait_for(admin, path, healthy(3), timeout=90)
+        endpoints = [mem["clientURL"] for mem in obj["status"]["members"]]
+        async with open_etcd_client(endpoints) as etcd:
+            await etcd.put(b"kept", b"yes")
+        victim = next(mem for mem in obj["status"]["members"] if mem["role"] == "follower")
+        old_uid = (await admin.get(m.core_path(ns, "pods", victim["name"])))["metadata"]["uid"]
+        kubelet.kill_process(victim["name"])
+
+        def replaced(o: dict[str, Any]) -> bool:
+            pod = kubelet.pods.get(victim["name"])
+            return healthy(3)(o) and pod is not None and pod.uid != old_uid and pod.ready
+
+        await wait_for(admin, path, replaced, timeout=90)
+        new_pod = await admin.get(m.core_path(ns, "pods", victim["name"]))
+        assert new_pod["metadata"]["uid"] != old_uid  # a new pod...
+        obj = await admin.get(path)
+        again = next(mem for mem in obj["status"]["members"] if mem["name"] == victim["name"])
+        assert again["id"] == victim["id"]  # ...of the same member, from the same claim's data
+        async with open_etcd_client([again["clientURL"]]) as etcd:
+            kv = await etcd.range(b"kept", serializable=True)
+            assert [(k.key, k.value) for k in kv] == [(b"kept", b"yes")]
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+async def test_deleting_the_cluster_follows_its_reclaim_policy(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, tmp_path: Path, policy: str
+) -> None:
+    ns = kube_namespace
+    async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, _kubelet):
+        body = {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "gone", "namespace": ns},
+            "spec": {
+                "size": 1,
+                "storage": {"reclaimPolicy": policy},
+                "security": {"tls": {"enabled": False}},
+            },
+        }
+        await admin.create(CLUSTERS.format(ns=ns), body)
+        path = f"{CLUSTERS.format(ns=ns)}/gone"
+        await wait_for(admin, path, healthy(1), timeout=60)
+        await admin.delete(path)
+        with trio.fail_after(60):
+            while await admin.get_or_none(path) is not None:  # the finalizer is released
+                await trio.sleep(0.3)
+        claims = await admin.get(m.core_path(ns, "persistentvolumeclaims"))
+        names = [c["metadata"]["name"] for c in claims["items"] if not c["metadata"].get("deletionTimestamp")]
+        assert names == ([m.volume_claim_name("gone-0")] if policy == "Retain" else [])
+        pods = await admin.get(m.core_path(ns, "pods"))
+        assert pods["items"] == []
+
+
+async def test_an_invalid_cluster_already_stored_is_reported_not_crashed_on(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, tmp_path: Path
+) -> None:
+    """A rule the schema cannot express reaches the daemon: it must answer with a condition."""
+    ns = kube_namespace
+    async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, _kubelet):
+        # The schema accepts a pre-release version; the daemon only runs MAJOR.MINOR.PATCH.
+        body = {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "odd", "namespace": ns},
+            "spec": {"size": 1, "version": "3.6.0-rc.1"},
+        }
+        await admin.create(CLUSTERS.format(ns=ns), body)
+        good = {
+            **body,
+            "metadata": {"name": "fine", "namespace": ns},
+            "spec": {"size": 1, "security": {"tls": {"enabled": False}}},
+        }
+        await admin.create(CLUSTERS.format(ns=ns), good)
+        odd = await wait_for(
+            admin,
+            f"{CLUSTERS.format(ns=ns)}/odd",
+            lambda o: any(
+                c["reason"] == "InvalidSpec" for c in (o.get("status") or {}).get("conditions", [])
+            ),
+            timeout=30,
+        )
+        assert "spec.version" in odd["status"]["message"]
+        await wait_for(admin, f"{CLUSTERS.format(ns=ns)}/fine", healthy(1), timeout=60)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_run_command_serves_health_and_acts_as_the_service_account(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """`etcd-supervisor run` as the Deployment runs it: health endpoints, a lease, real actions."""
+    ns, port = kube_namespace, free_port()
+    env = {**os.environ, "POD_NAMESPACE": OPERATOR_NAMESPACE, "POD_NAME": "cli-test"}
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "etcd-supervisor"), "--log-format", "json", "run",
+         "--kubeconfig", str(operator_kubeconfig), "--namespace", ns, "--health-port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        body = {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "cli", "namespace": ns},
+            "spec": {"size": 1, "security": {"tls": {"enabled": False}}},
+        }
+        kube_crds.kubectl("apply", "-f", "-", input=json.dumps(body))
+        deadline = time.monotonic() + 60
+        pod = None
+        while time.monotonic() < deadline and pod is None:
+            listing = kube_crds.get_json("pods", namespace=ns)
+            pod = next((p for p in listing["items"] if p["metadata"]["name"] == "cli-0"), None)
+            time.sleep(0.3)
+        assert pod is not None, "the seed pod was never created"
+        for path in ("/healthz", "/readyz"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+                assert answer.status == 200
+        lease = kube_crds.get_json("lease", "etcd-supervisor", namespace=OPERATOR_NAMESPACE)
+        assert lease["spec"]["holderIdentity"] == "cli-test"
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, err[-3000:]
