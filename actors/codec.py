@@ -37,7 +37,10 @@ from actors.model import (
     StorageSpec,
 )
 
-VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+$")
+# The same rules as the CRD's CEL (tests/unit/test_codec.py keeps them identical): a release
+# or pre-release version without a leading "v", and a repository without tag or digest.
+VERSION_PATTERN = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$")
+REPOSITORY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*$")
 # A Kubernetes quantity that makes sense for a volume: positive, with an optional binary or
 # decimal suffix (e.g. 10Gi, 500M, 1073741824).
 QUANTITY_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
@@ -141,11 +144,13 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
 
     version = r.string(spec, "version", "spec.version", DEFAULT_VERSION) or ""
     if not VERSION_PATTERN.match(version):
-        r.fail("spec.version", f"must look like 3.5.21: MAJOR.MINOR.PATCH digits (got {version!r})")
+        r.fail(
+            "spec.version", f"must look like 3.5.21: MAJOR.MINOR.PATCH digits, no leading v (got {version!r})"
+        )
 
     repository = r.string(spec, "repository", "spec.repository", DEFAULT_REPOSITORY) or ""
-    if not repository.strip():
-        r.fail("spec.repository", "must not be empty")
+    if not REPOSITORY_PATTERN.match(repository):
+        r.fail("spec.repository", f"must be an image repository without tag or digest (got {repository!r})")
 
     storage_doc = r.mapping(spec, "storage", "spec.storage", {"size", "storageClassName", "reclaimPolicy"})
     storage_size = r.string(storage_doc, "size", "spec.storage.size", DEFAULT_STORAGE_SIZE) or ""

@@ -9,6 +9,7 @@ from attrs import define
 
 from actors.cluster import ClusterMessage, ClusterPorts, Desired, GetStatus, SpecChanged, Timing, cluster_tree
 from actors.model import ClusterRef, ClusterResource, ClusterStatus, ReclaimPolicy
+from actors.transitions import refused_changes
 from supervisor.runtime import ChildSpec, Handle, Supervisor
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,11 @@ class Fleet:
         ref = desired.resource.ref
         entry = self._clusters.get(ref)
         if entry is not None:
+            refused = refused_changes(entry.desired.resource.spec, desired.resource.spec)
+            if refused:
+                # Keep serving the spec in force; say which change was refused and why.
+                problem = "; ".join(str(e) for e in refused)
+                desired = Desired(entry.desired.resource, problem)
             if entry.desired != desired:
                 entry.desired = desired
                 await entry.handle.send(SpecChanged())

@@ -58,7 +58,9 @@ def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
         ({"size": 2.5}, "spec.size", "integer"),
         ({"version": ""}, "spec.version", "MAJOR.MINOR.PATCH"),
         ({"version": "v3.5"}, "spec.version", "MAJOR.MINOR.PATCH"),
-        ({"repository": " "}, "spec.repository", "empty"),
+        ({"repository": " "}, "spec.repository", "without tag or digest"),
+        ({"repository": "bitnami/etcd:3.5"}, "spec.repository", "without tag or digest"),
+        ({"version": "latest"}, "spec.version", "MAJOR.MINOR.PATCH"),
         ({"storage": {"size": "-1Gi"}}, "spec.storage.size", "positive quantity"),
         ({"storage": {"size": "0"}}, "spec.storage.size", "positive quantity"),
         ({"storage": {"size": "ten gigs"}}, "spec.storage.size", "positive quantity"),
@@ -130,3 +132,26 @@ def test_status_has_the_crd_shape():
         }
     ]
     assert out["conditions"][0]["lastTransitionTime"] == "1970-01-01T00:00:00Z"
+
+
+def test_a_pre_release_version_is_accepted_as_the_crd_accepts_it():
+    assert parse_cluster(doc({"version": "3.6.0-rc.1"})).spec.version == "3.6.0-rc.1"
+
+
+def test_the_daemon_checks_versions_and_repositories_with_the_crds_own_patterns():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from actors.codec import REPOSITORY_PATTERN, VERSION_PATTERN
+
+    crd = yaml.safe_load((Path(__file__).parents[2] / "crds" / "etcdclusters.etcd.io.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+
+    def cel_pattern(field):
+        (rule,) = spec[field]["x-kubernetes-validations"]
+        return re.fullmatch(r"self\.matches\('(.*)'\)", rule["rule"]).group(1).replace("\\\\", "\\")
+
+    assert cel_pattern("version") == VERSION_PATTERN.pattern
+    assert cel_pattern("repository") == REPOSITORY_PATTERN.pattern

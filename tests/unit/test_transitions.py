@@ -1,0 +1,32 @@
+"""Spec changes a running cluster refuses, whatever the document says on its own."""
+
+from actors.model import ClusterSpec, StorageSpec
+from actors.transitions import refused_changes
+
+
+def fields(current: ClusterSpec, wanted: ClusterSpec) -> set[str]:
+    return {e.field for e in refused_changes(current, wanted)}
+
+
+def test_size_repository_and_upgrades_are_allowed():
+    current = ClusterSpec(size=3, version="3.5.9")
+    assert fields(current, ClusterSpec(size=5, version="3.5.21", repository="bitnami/etcd")) == set()
+    assert fields(current, ClusterSpec(version="3.6.0-rc.1")) == set()
+
+
+def test_tls_cannot_be_switched_on_a_running_cluster():
+    assert fields(ClusterSpec(tls_enabled=False), ClusterSpec(tls_enabled=True)) == {
+        "spec.security.tls.enabled"
+    }
+
+
+def test_storage_class_is_immutable():
+    current = ClusterSpec(storage=StorageSpec(storage_class_name="fast"))
+    assert fields(current, ClusterSpec(storage=StorageSpec(storage_class_name="slow"))) == {
+        "spec.storage.storageClassName"
+    }
+
+
+def test_a_minor_downgrade_is_refused_but_a_patch_downgrade_is_not():
+    assert fields(ClusterSpec(version="3.5.21"), ClusterSpec(version="3.4.30")) == {"spec.version"}
+    assert fields(ClusterSpec(version="3.5.21"), ClusterSpec(version="3.5.9")) == set()
