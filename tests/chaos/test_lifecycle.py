@@ -77,3 +77,21 @@ async def test_majority_lost_fails_then_recovers_through_recovering(tmp_path):
         assert "Recovering" in phases[3:] and phases[-1] == "Running"
         # Membership never changed: the same three members throughout.
         assert "MemberRemoved" not in sup.recorder.reasons(demo.ref)
+
+
+async def test_a_member_with_corrupt_data_crash_loops_and_is_replaced_by_a_new_member(tmp_path):
+    async with open_local_supervisor(tmp_path) as sup:
+        demo = resource(size=3)
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        victim = next(m for m in status.members if m.role.value == "follower")
+        os.kill(victim.pid, signal.SIGSTOP)  # hold it still while its database is overwritten
+        db = sup.runtime.member_dir(demo.ref, victim.name) / "data" / "member" / "snap" / "db"
+        db.write_bytes(b"\0garbage" * 4096)
+        os.kill(victim.pid, signal.SIGKILL)
+        replaced = await sup.wait_for(
+            demo.ref, lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members}, timeout=60
+        )
+        assert victim.id not in {m.id for m in replaced.members}
+        removed = [msg for ref, reason, msg in sup.recorder.events if reason == "MemberRemoved"]
+        assert any(victim.name in msg and "data presumed corrupt" in msg for msg in removed), removed
