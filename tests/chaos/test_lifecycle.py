@@ -90,7 +90,9 @@ async def test_a_member_with_corrupt_data_crash_loops_and_is_replaced_by_a_new_m
         db.write_bytes(b"\0garbage" * 4096)
         os.kill(victim.pid, signal.SIGKILL)
         replaced = await sup.wait_for(
-            demo.ref, lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members}, timeout=60
+            demo.ref,
+            lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members},
+            timeout=60,
         )
         assert victim.id not in {m.id for m in replaced.members}
         removed = [msg for ref, reason, msg in sup.recorder.events if reason == "MemberRemoved"]
