@@ -58,6 +58,8 @@ T = TypeVar("T")
 # trio costs a task switch per item, and etcd sends 32 KiB messages.
 _SNAPSHOT_PIECE = 1024 * 1024
 _SNAPSHOT_QUEUE = 8
+# Pieces at least this large are hashed in a worker thread (smaller ones: not worth the hop).
+_HASH_IN_THREAD = 64 * 1024
 
 
 def _retry_anywhere(error: EtcdError) -> bool:
@@ -495,7 +497,12 @@ class EtcdClient:
                     nursery.start_soon(produce)
                     async with receive:
                         async for piece in receive:
-                            digest.update(piece)
+                            if len(piece) >= _HASH_IN_THREAD:
+                                # hashlib drops the GIL on large updates: hashed in a worker,
+                                # the piece costs this thread nothing while the stream goes on.
+                                await trio.to_thread.run_sync(digest.update, piece)
+                            else:
+                                digest.update(piece)
                             await sink(piece)
             except BaseExceptionGroup as group:
                 raise _sole_error(group) from None

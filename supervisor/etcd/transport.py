@@ -17,6 +17,7 @@ from grpclib.client import Channel
 from grpclib.config import Configuration
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
+from . import frame_repr
 from .errors import EtcdConnectionError, EtcdError, EtcdTimeout, EtcdTlsError, error_from_status
 from .tls import TlsConfig
 
@@ -27,6 +28,9 @@ Metadata = dict[str, str]
 # Large HTTP/2 windows let etcd stream a snapshot without waiting for our WINDOW_UPDATEs;
 # grpclib's 4 MiB default halves snapshot throughput on loopback.
 _WINDOW = 64 * 1024 * 1024
+
+# h2 formats a repr of every received frame, even with logging off: make DATA frames' cheap.
+frame_repr.install()
 
 
 @attrs.frozen

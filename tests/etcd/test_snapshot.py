@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 import trio
+from hyperframe.frame import DataFrame, Frame
 
-from supervisor.etcd import open_etcd_client
+from supervisor.etcd import frame_repr, open_etcd_client
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 
 
@@ -51,3 +52,18 @@ async def test_snapshot_from_a_named_endpoint(cluster: EtcdCluster, asyncio_loop
         again = await client.snapshot(sink)
     assert result.verified and again.verified
     assert result.endpoint == cluster.endpoints[0]
+
+
+@pytest.mark.parametrize("size", [0, 1, 9, 10, 11, 12, 16384])
+@pytest.mark.parametrize("pad", [None, 0, 1, 10, 11, 200])
+def test_cheap_data_frame_repr_matches_hyperframe(size: int, pad: int | None) -> None:
+    # h2 builds repr(frame) for every frame it receives; ours must read exactly as hyperframe's.
+    frame = DataFrame(1, data=bytes(i % 251 for i in range(size)))
+    if pad is not None:
+        frame.flags.add("PADDED")
+        frame.pad_length = pad
+    expected = Frame._body_repr(frame)
+    frame_repr.install()
+    assert DataFrame.__dict__["_body_repr"] is frame_repr.data_frame_body_repr
+    assert frame._body_repr() == expected
+    assert repr(frame).endswith(expected)
