@@ -86,6 +86,12 @@ kind-create:
 kind-delete:
 	deploy/kind/delete.sh
 
+# Linux only: routes and DNS so `etcd-supervisor run --kubeconfig` on this machine reaches the
+# kind cluster's members (uses sudo; UNDO=1 removes them).
+.PHONY: kind-laptop-access
+kind-laptop-access:
+	deploy/kind/laptop-access.sh $(if $(filter 1,$(UNDO)),--undo)
+
 # Build and load the image, deploy the operator and an example, prove put/get works.
 deploy-test:
 	IMAGE=$(IMAGE) deploy/kind/deploy-test.sh

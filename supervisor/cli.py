@@ -14,6 +14,16 @@ from supervisor import __version__
 from supervisor.logs import configure_logging
 
 
+def _cluster_domain(value: str) -> str:
+    # Imported here: `local` must not pay for the Kubernetes modules.
+    from supervisor.kube.manifests import normalize_cluster_domain
+
+    try:
+        return normalize_cluster_domain(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="etcd-supervisor",
@@ -36,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     run.add_argument("--health-port", type=int, default=8080, help="port of /healthz and /readyz")
+    run.add_argument(
+        "--cluster-domain",
+        type=_cluster_domain,
+        default="cluster.local",
+        help="the Kubernetes cluster's DNS domain; member URLs are <member>.<cluster>-peer.<ns>.svc.DOMAIN,"
+        " fully qualified so they resolve from outside the cluster too (default: %(default)s)",
+    )
 
     local = sub.add_parser("local", help="run clusters as etcd processes on loopback, no Kubernetes")
     local.add_argument("file", help="YAML file with one or more EtcdCluster documents")
@@ -68,7 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     trio.run(
         partial(
-            run_kube, kubeconfig=args.kubeconfig, namespaces=args.namespaces, health_port=args.health_port
+            run_kube,
+            kubeconfig=args.kubeconfig,
+            namespaces=args.namespaces,
+            health_port=args.health_port,
+            cluster_domain=args.cluster_domain,
         )
     )
     return 0

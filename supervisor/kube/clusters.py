@@ -195,7 +195,12 @@ class KubeClusters:
 
 
 async def run_kube(
-    *, kubeconfig: str | None, namespaces: list[str] | None, health_port: int, timing: Timing | None = None
+    *,
+    kubeconfig: str | None,
+    namespaces: list[str] | None,
+    health_port: int,
+    cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN,
+    timing: Timing | None = None,
 ) -> None:
     """The whole operator until SIGINT/SIGTERM: leader election, watches, cluster actors, health."""
     clusters = KubeClusters(timing=timing)
@@ -206,5 +211,6 @@ async def run_kube(
             kubeconfig=kubeconfig,
             namespaces=namespaces,
             health_port=health_port,
+            cluster_domain=cluster_domain,
         )
         nursery.cancel_scope.cancel()

@@ -8,6 +8,7 @@ StatefulSet so the cluster actor orders every membership change with the pod lif
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,6 +62,10 @@ TLS_KEY = "tls.key"
 TLS_CLIENT_CERT = "client.crt"
 TLS_CLIENT_KEY = "client.key"
 
+# Kubernetes' default DNS domain; clusters set up otherwise pass `run --cluster-domain`.
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
 NETSHOOT_IMAGE = "nicolaka/netshoot:v0.13"
 BITNAMI_UID = 1001  # bitnami/etcd runs as this user; fsGroup makes the volume writable for it
 
@@ -96,33 +101,57 @@ def volume_claim_name(member: str) -> str:
     return f"{member}-data"
 
 
-def member_host(ref: ClusterRef, member: str) -> str:
-    """The member's stable DNS name, served by the headless peer Service."""
-    return f"{member}.{peer_service_name(ref)}.{ref.namespace}.svc"
+def normalize_cluster_domain(domain: str) -> str:
+    """The cluster's DNS domain in canonical form (lower case, no trailing dot), or ValueError."""
+    out = domain.strip().lower().rstrip(".")
+    if not out or len(out) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in out.split(".")):
+        raise ValueError(f"not a DNS domain: {domain!r}")
+    return out
 
 
-def member_urls(ref: ClusterRef, member: str, *, tls: bool) -> MemberUrls:
+def peer_domain(ref: ClusterRef, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> str:
+    """The fully qualified domain of the headless peer Service; each member is one label under it."""
+    return f"{peer_service_name(ref)}.{ref.namespace}.svc.{cluster_domain}"
+
+
+def member_host(ref: ClusterRef, member: str, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> str:
+    """The member's stable DNS name, served by the headless peer Service.
+
+    Fully qualified on purpose: the short `<member>.<peer>.<ns>.svc` resolves only through a
+    pod's resolv.conf search path, and the operator must also reach members from outside the
+    cluster (a laptop pointed at kube-dns, see deploy/kind/laptop-access.sh). These names end
+    up in etcd's membership and in the member's annotations, so they never change for a member.
+    """
+    return f"{member}.{peer_domain(ref, cluster_domain)}"
+
+
+def member_urls(
+    ref: ClusterRef, member: str, *, tls: bool, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> MemberUrls:
     scheme = "https" if tls else "http"
-    host = member_host(ref, member)
+    host = member_host(ref, member, cluster_domain)
     return MemberUrls(
         peer_url=f"{scheme}://{host}:{PEER_PORT}", client_url=f"{scheme}://{host}:{CLIENT_PORT}"
     )
 
 
-def client_service_hosts(ref: ClusterRef) -> list[str]:
+def client_service_hosts(ref: ClusterRef, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> list[str]:
     svc = client_service_name(ref)
     return [
         svc,
         f"{svc}.{ref.namespace}",
         f"{svc}.{ref.namespace}.svc",
-        f"{svc}.{ref.namespace}.svc.cluster.local",
+        f"{svc}.{ref.namespace}.svc.{cluster_domain}",
     ]
 
 
-def member_host_patterns(ref: ClusterRef) -> list[str]:
-    """Certificate SANs that cover every member, present and future (one DNS label each)."""
-    peer = peer_service_name(ref)
-    return [f"*.{peer}.{ref.namespace}.svc", f"*.{peer}.{ref.namespace}.svc.cluster.local"]
+def member_host_patterns(ref: ClusterRef, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN) -> list[str]:
+    """Certificate SANs that cover every member, present and future (one DNS label each).
+
+    Both forms: member_host is fully qualified, and the short one is what members created
+    before it was (and clients inside the cluster that rely on the search path) use.
+    """
+    return [f"*.{peer_service_name(ref)}.{ref.namespace}.svc", f"*.{peer_domain(ref, cluster_domain)}"]
 
 
 # --- labels and metadata -----------------------------------------------------------------------
@@ -288,16 +317,19 @@ def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[t
     return settings
 
 
-def bitnami_environment(launch: MemberLaunch, *, token: str) -> list[Obj]:
+def bitnami_environment(
+    launch: MemberLaunch, *, token: str, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+) -> list[Obj]:
     """Exactly what bitnami/etcd needs on Kubernetes, then ETCD_* twins of the official flags.
 
     Its scripts abort ("MY_STS_NAME: unbound variable") and never form a cluster without the
-    first five; auth stays off, so the root password is empty.
+    first five; auth stays off, so the root password is empty. Its scripts name members
+    `<member>.<ETCD_CLUSTER_DOMAIN>`, so that is the domain member_host puts them under.
     """
     ref = launch.cluster
     required = [
         ("ETCD_ON_K8S", "yes"),
-        ("ETCD_CLUSTER_DOMAIN", f"{peer_service_name(ref)}.{ref.namespace}.svc.cluster.local"),
+        ("ETCD_CLUSTER_DOMAIN", peer_domain(ref, cluster_domain)),
         ("MY_STS_NAME", ref.name),
         ("ALLOW_NONE_AUTHENTICATION", "yes"),
         ("ETCD_ROOT_PASSWORD", ""),
@@ -318,7 +350,7 @@ def _container_resources(spec: ClusterSpec) -> Obj:
     return out
 
 
-def _etcd_container(launch: MemberLaunch, token: str) -> Obj:
+def _etcd_container(launch: MemberLaunch, token: str, cluster_domain: str) -> Obj:
     spec = launch.spec
     ports = [
         {"name": "client", "containerPort": CLIENT_PORT, "protocol": "TCP"},
@@ -329,7 +361,7 @@ def _etcd_container(launch: MemberLaunch, token: str) -> Obj:
     container: Obj = {"name": "etcd", "image": spec.image, "ports": ports, "volumeMounts": mounts}
     if spec.image_family is ImageFamily.BITNAMI:
         mounts.append({"name": "data", "mountPath": "/bitnami/etcd"})
-        container["env"] = bitnami_environment(launch, token=token)
+        container["env"] = bitnami_environment(launch, token=token, cluster_domain=cluster_domain)
         # Bitnami's own health script misbehaves while the cluster bootstraps; an open client
         # port is what worked.
         container["readinessProbe"] = {
@@ -379,7 +411,13 @@ def cluster_token(owner: Owner) -> str:
     return f"{owner.ref.name}-{owner.uid}" if owner.uid else owner.ref.name
 
 
-def member_pod(owner: Owner, launch: MemberLaunch, *, consecutive_failures: int = 0) -> Obj:
+def member_pod(
+    owner: Owner,
+    launch: MemberLaunch,
+    *,
+    consecutive_failures: int = 0,
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+) -> Obj:
     ref, spec = launch.cluster, launch.spec
     volumes: list[Obj] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(launch.name)}}
@@ -395,7 +433,7 @@ def member_pod(owner: Owner, launch: MemberLaunch, *, consecutive_failures: int 
                 },
             }
         )
-    containers = [_etcd_container(launch, cluster_token(owner))]
+    containers = [_etcd_container(launch, cluster_token(owner), cluster_domain)]
     if spec.debug_sidecar:
         containers.append(debug_container())
     pod_spec: Obj = {

@@ -37,6 +37,7 @@ from supervisor.aio import running_in_asyncio_loop
 from supervisor.kube.client import KubeClient, open_kube_client
 from supervisor.kube.health import Readiness, serve_health
 from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
+from supervisor.kube.manifests import DEFAULT_CLUSTER_DOMAIN
 from supervisor.kube.runtime import KubeRuntime
 from supervisor.kube.status import KubeEventSink, KubeStatusSink
 from supervisor.kube.watch import (
@@ -122,6 +123,7 @@ async def run_operator(
     kubeconfig: str | None = None,
     namespaces: list[str] | None = None,
     health_port: int = 8080,
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     lease_namespace: str | None = None,
     identity: str | None = None,
     election: LeaderElectionConfig | None = None,
@@ -131,6 +133,7 @@ async def run_operator(
     """Run the operator until cancelled (or until serve_clusters returns).
 
     Call inside supervisor.aio.open_asyncio_loop(). namespaces=None watches all namespaces.
+    cluster_domain: the Kubernetes DNS domain that member URLs are fully qualified under.
     task_status.started(health port) once the health endpoints listen.
     """
     if not running_in_asyncio_loop():
@@ -144,7 +147,7 @@ async def run_operator(
         task_status.started(port)
         ports = OperatorPorts(
             client=client,
-            runtime=KubeRuntime(client),
+            runtime=KubeRuntime(client, cluster_domain=cluster_domain),
             status=KubeStatusSink(client),
             events=KubeEventSink(client, instance=config.identity),
         )

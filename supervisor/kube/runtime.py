@@ -147,17 +147,21 @@ class KubeRuntime:
     """actors.ports.MemberRuntime over pods and volume claims.
 
     watch_members needs `run()` running (the pod and claim watches) to deliver anything.
+    cluster_domain is the Kubernetes cluster's DNS domain: new members' URLs, certificate SANs
+    and Bitnami's ETCD_CLUSTER_DOMAIN are fully qualified under it.
     """
 
     def __init__(
         self,
         client: KubeClient,
         *,
+        cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN,
         pod_gone_timeout: float = 120.0,
         poll_interval: float = 0.5,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self._client = client
+        self._cluster_domain = m.normalize_cluster_domain(cluster_domain)
         self._pod_gone_timeout = pod_gone_timeout
         self._poll = poll_interval
         self._now = now
@@ -221,7 +225,9 @@ class KubeRuntime:
             secret_path = m.core_path(ns, "secrets", m.tls_secret_name(owner.ref))
             # Never regenerate over an existing Secret: running members trust its CA.
             if await self._client.get_or_none(secret_path) is None:
-                material = generate_cluster_tls(owner.ref, now=self._now())
+                material = generate_cluster_tls(
+                    owner.ref, now=self._now(), cluster_domain=self._cluster_domain
+                )
                 await self._ensure(
                     m.core_path(ns, "secrets"), m.tls_secret(owner, material.secret_data()), owner
                 )
@@ -232,7 +238,7 @@ class KubeRuntime:
         owner, spec, obj = await self._read_cluster(cluster)
         await self._ensure_finalizer(cluster, obj)
         await self._ensure_cluster_objects(owner, spec)
-        urls = m.member_urls(cluster, name, tls=spec.tls_enabled)
+        urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self._cluster_domain)
         # The claim is the member's record from here on: list_members must show a member the
         # moment etcd may hear of it, or the cluster actor would take the new learner for one
         # whose data is gone and remove it again.
@@ -275,9 +281,10 @@ class KubeRuntime:
             await self._wait_pod_gone(pod_path, str(_meta(pod).get("uid")))
         log.info("starting member %s of %s (consecutive failures %d)", launch.name, ref, failures)
         try:
-            await self._client.create(
-                m.core_path(ns, "pods"), m.member_pod(owner, launch, consecutive_failures=failures)
+            pod = m.member_pod(
+                owner, launch, consecutive_failures=failures, cluster_domain=self._cluster_domain
             )
+            await self._client.create(m.core_path(ns, "pods"), pod)
         except KubeError as exc:
             if not is_conflict(exc):
                 raise  # a concurrent start won the race: that pod is as good as ours
@@ -382,7 +389,7 @@ class KubeRuntime:
                         tls = (await self._read_cluster(cluster))[1].tls_enabled
                     except ClusterGone:
                         tls = True
-                urls = m.member_urls(cluster, name, tls=tls)
+                urls = m.member_urls(cluster, name, tls=tls, cluster_domain=self._cluster_domain)
             out.append(
                 RuntimeMember(
                     name=name,

@@ -100,11 +100,22 @@ def _leaf(
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
 
-def member_dns_names(ref: ClusterRef) -> list[str]:
-    return [*manifests.member_host_patterns(ref), *manifests.client_service_hosts(ref), "localhost"]
+def member_dns_names(ref: ClusterRef, cluster_domain: str = manifests.DEFAULT_CLUSTER_DOMAIN) -> list[str]:
+    return [
+        *manifests.member_host_patterns(ref, cluster_domain),
+        *manifests.client_service_hosts(ref, cluster_domain),
+        "localhost",
+    ]
 
 
-def generate_cluster_tls(ref: ClusterRef, *, now: dt.datetime) -> TlsMaterial:
+def generate_cluster_tls(
+    ref: ClusterRef, *, now: dt.datetime, cluster_domain: str = manifests.DEFAULT_CLUSTER_DOMAIN
+) -> TlsMaterial:
+    """A new CA and the certificates signed by it.
+
+    The SANs follow cluster_domain once, at creation: the Secret is never regenerated while it
+    exists (running members trust its CA), so the domain must not change over a cluster's life.
+    """
     ca_key = _key()
     ca_name = _name(f"etcd-ca {ref.name}", ref.namespace)
     ca_cert = (
@@ -138,7 +149,7 @@ def generate_cluster_tls(ref: ClusterRef, *, now: dt.datetime) -> TlsMaterial:
         ca_cert,
         f"etcd-member {ref.name}",
         now=now,
-        dns=member_dns_names(ref),
+        dns=member_dns_names(ref, cluster_domain),
         # Peers present the same certificate as clients of each other: both usages.
         usages=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
     )

@@ -3,10 +3,11 @@
 The test API server has no nodes, so nothing would ever run the pods the operator creates.
 This plays the kubelet's part as faithfully as one machine allows:
 
-- each pod gets its own loopback address (127.0.0.N), and its DNS name
-  (<member>.<cluster>-peer.<ns>.svc, as the headless Service would publish it) resolves there
-  through /etc/hosts, so the operator and the members reach each other exactly by the URLs
-  the operator wrote;
+- each pod gets its own loopback address (127.0.0.N), and its DNS names (member_host's fully
+  qualified <member>.<cluster>-peer.<ns>.svc.<cluster-domain>, and the short form ending in
+  .svc that the search path resolves in a pod, as the headless Service would publish them)
+  resolve there through /etc/hosts, so the operator and the members reach each other exactly
+  by the URLs the operator wrote;
 - the pod's own etcd command line runs, with 0.0.0.0 bound to the pod's address and the data
   directory on a per-claim directory, so a pod recreated on the same claim keeps its data;
 - pod status (phase Running, podIP, Ready once the client port answers) is written through
@@ -33,7 +34,7 @@ import trio
 
 from actors.model import ClusterRef
 from supervisor.kube import manifests as m
-from supervisor.kube.client import KubeClient
+from supervisor.kube.client import KubeClient, KubeError, is_not_found
 
 HOSTS = Path("/etc/hosts")
 ETCD = Path(sys.executable).parent / "etcd"
@@ -64,6 +65,7 @@ class Kubelet:
     namespace: str
     work: Path
     marker: str
+    cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN  # the operator's --cluster-domain
     pods: dict[str, PodProcess] = attrs.field(factory=dict)
     next_ip: int = 10
     started: list[str] = attrs.field(factory=list)  # pod names in the order they first ran
@@ -118,8 +120,9 @@ class Kubelet:
         ref = ClusterRef(self.namespace, labels["app.kubernetes.io/instance"])
         ip = f"127.0.0.{self.next_ip}"
         self.next_ip += 1
-        host = m.member_host(ref, name)
-        _edit_hosts(add=[f"{ip} {host} {host}.cluster.local {self.marker}"])
+        host = m.member_host(ref, name, self.cluster_domain)
+        short = host.removesuffix(f".{self.cluster_domain}")
+        _edit_hosts(add=[f"{ip} {host} {short} {self.marker}"])
         container = pod["spec"]["containers"][0]
         volumes = await self._volumes(pod)
         args = []
@@ -146,7 +149,10 @@ class Kubelet:
     async def _write_status(self, name: str) -> None:
         pod = self.pods[name]
         path = m.core_path(self.namespace, "pods", name)
-        obj = await self.admin.get(path)
+        obj = await self.admin.get_or_none(path)
+        if obj is None or obj["metadata"]["uid"] != pod.uid:
+            # Deleted (or replaced) since it was listed; the next pass kills this process.
+            return
         exited = pod.proc.poll()
         state: dict[str, Any] = (
             {
@@ -174,7 +180,11 @@ class Kubelet:
                 }
             ],
         }
-        await self.admin.replace(f"{path}/status", obj)
+        try:
+            await self.admin.replace(f"{path}/status", obj)
+        except KubeError as exc:
+            if not is_not_found(exc):  # gone in between, as above
+                raise
 
     def _kill(self, name: str) -> None:
         pod = self.pods.pop(name)

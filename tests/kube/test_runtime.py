@@ -6,6 +6,7 @@ write pod status through pods/status as admin) and check what the runtime reads 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+from cryptography import x509
 
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
 from supervisor.aio import open_asyncio_loop
@@ -96,8 +98,8 @@ async def test_start_creates_owned_services_budget_claim_and_pod(
         runtime = KubeRuntime(op)
 
         urls = await runtime.allocate_member(ref, "alpha-0")
-        assert urls.peer_url == f"https://alpha-0.alpha-peer.{ns}.svc:2380"
-        assert urls.client_url == f"https://alpha-0.alpha-peer.{ns}.svc:2379"
+        assert urls.peer_url == f"https://alpha-0.alpha-peer.{ns}.svc.cluster.local:2380"
+        assert urls.client_url == f"https://alpha-0.alpha-peer.{ns}.svc.cluster.local:2379"
 
         peer = await admin.get(m.core_path(ns, "services", "alpha-peer"))
         assert peer["spec"]["clusterIP"] == "None"
@@ -150,6 +152,40 @@ async def test_start_creates_owned_services_budget_claim_and_pod(
         await play_kubelet(admin, ns, "alpha-0", phase="Running", ready=True)
         (member,) = await runtime.list_members(ref)
         assert member.state is ProcessState.RUNNING and member.consecutive_failures == 0
+
+
+async def test_cluster_domain_reaches_urls_pods_and_certificates(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    # What `run --cluster-domain` hands KubeRuntime must show wherever a member's name does.
+    ns, domain = kube_namespace, "k8s.corp.example"
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        runtime = KubeRuntime(op, cluster_domain="K8s.Corp.Example.")
+        official, bitnami = ClusterRef(ns, "dom"), ClusterRef(ns, "bdom")
+        await create_cluster(admin, ns, "dom")
+        await create_cluster(
+            admin, ns, "bdom", repository="bitnami/etcd", security={"tls": {"enabled": False}}
+        )
+
+        urls = await runtime.allocate_member(official, "dom-0")
+        assert urls.client_url == f"https://dom-0.dom-peer.{ns}.svc.{domain}:2379"
+        await runtime.start_member(launch_for(official, "dom-0", urls, ClusterSpec()))
+        args = (await admin.get(m.core_path(ns, "pods", "dom-0")))["spec"]["containers"][0]["args"]
+        assert f"--initial-advertise-peer-urls=https://dom-0.dom-peer.{ns}.svc.{domain}:2380" in args
+        secret = await admin.get(m.core_path(ns, "secrets", "dom-tls"))
+        cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert {f"*.dom-peer.{ns}.svc.{domain}", f"*.dom-peer.{ns}.svc"} <= set(
+            sans.get_values_for_type(x509.DNSName)
+        )
+
+        burls = await runtime.allocate_member(bitnami, "bdom-0")
+        spec = ClusterSpec(repository="bitnami/etcd", tls_enabled=False)
+        await runtime.start_member(launch_for(bitnami, "bdom-0", burls, spec))
+        container = (await admin.get(m.core_path(ns, "pods", "bdom-0")))["spec"]["containers"][0]
+        env = {e["name"]: e.get("value", "") for e in container["env"]}
+        assert env["ETCD_CLUSTER_DOMAIN"] == f"bdom-peer.{ns}.svc.{domain}"
+        assert env["ETCD_ADVERTISE_CLIENT_URLS"] == f"http://bdom-0.bdom-peer.{ns}.svc.{domain}:2379"
 
 
 async def test_watch_members_reports_pod_and_claim_changes(

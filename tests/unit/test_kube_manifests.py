@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 
+import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, ResourceSpec
+from supervisor.cli import build_parser
 from supervisor.kube import manifests as m
 from supervisor.kube.runtime import consecutive_failures, failures_after, member_ref, pod_state
 from supervisor.kube.tls import generate_cluster_tls
@@ -17,8 +19,10 @@ REF = ClusterRef("prod", "main")
 OWNER = m.Owner(REF, "uid-1")
 
 
-def launch(spec: ClusterSpec, name: str = "main-0", state: str = "new") -> MemberLaunch:
-    urls = m.member_urls(REF, name, tls=spec.tls_enabled)
+def launch(
+    spec: ClusterSpec, name: str = "main-0", state: str = "new", cluster_domain: str = "cluster.local"
+) -> MemberLaunch:
+    urls = m.member_urls(REF, name, tls=spec.tls_enabled, cluster_domain=cluster_domain)
     return MemberLaunch(
         cluster=REF,
         name=name,
@@ -33,11 +37,45 @@ def env_of(pod: dict) -> dict[str, str]:
     return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", [])}
 
 
-def test_member_urls_are_dns_names_under_the_peer_service() -> None:
+def test_member_urls_are_fully_qualified_dns_names_under_the_peer_service() -> None:
     urls = m.member_urls(REF, "main-3", tls=True)
-    assert urls.peer_url == "https://main-3.main-peer.prod.svc:2380"
-    assert urls.client_url == "https://main-3.main-peer.prod.svc:2379"
+    assert urls.peer_url == "https://main-3.main-peer.prod.svc.cluster.local:2380"
+    assert urls.client_url == "https://main-3.main-peer.prod.svc.cluster.local:2379"
     assert m.member_urls(REF, "main-3", tls=False).client_url.startswith("http://")
+
+
+def test_member_urls_follow_the_cluster_domain() -> None:
+    urls = m.member_urls(REF, "main-3", tls=True, cluster_domain="k8s.corp.example")
+    assert urls.peer_url == "https://main-3.main-peer.prod.svc.k8s.corp.example:2380"
+    assert m.member_host(REF, "main-3", "k8s.corp.example") == "main-3.main-peer.prod.svc.k8s.corp.example"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("cluster.local", "cluster.local"),
+        ("Cluster.Local.", "cluster.local"),
+        (" k8s-1.example ", "k8s-1.example"),
+    ],
+)
+def test_cluster_domain_is_normalised(given: str, expected: str) -> None:
+    assert m.normalize_cluster_domain(given) == expected
+
+
+@pytest.mark.parametrize(
+    "bad", ["", ".", "a..b", "-x.local", "x-.local", "under_score.local", "a/b", "a" * 64]
+)
+def test_cluster_domain_rejects_what_is_no_dns_domain(bad: str) -> None:
+    with pytest.raises(ValueError, match="not a DNS domain"):
+        m.normalize_cluster_domain(bad)
+
+
+def test_run_takes_the_cluster_domain_flag() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["run"]).cluster_domain == "cluster.local"
+    assert parser.parse_args(["run", "--cluster-domain", "Corp.Example."]).cluster_domain == "corp.example"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--cluster-domain", "bad_domain"])
 
 
 def test_peer_service_is_headless_and_publishes_not_ready_addresses() -> None:
@@ -105,8 +143,8 @@ def test_official_pod_uses_flags_and_its_own_dns_name() -> None:
     args = etcd["args"]
     assert "--name=main-0" in args
     assert "--initial-cluster-state=existing" in args
-    assert "--initial-cluster=main-0=http://main-0.main-peer.prod.svc:2380" in args
-    assert "--advertise-client-urls=http://main-0.main-peer.prod.svc:2379" in args
+    assert "--initial-cluster=main-0=http://main-0.main-peer.prod.svc.cluster.local:2380" in args
+    assert "--advertise-client-urls=http://main-0.main-peer.prod.svc.cluster.local:2379" in args
     assert "--initial-cluster-token=main-uid-1" in args
     assert "tcpSocket" not in etcd["readinessProbe"]
     assert etcd["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "512Mi"}}
@@ -139,10 +177,22 @@ def test_bitnami_pod_gets_exactly_the_required_environment_and_a_tcp_probe() -> 
     assert all(name.startswith("ETCD_") for name in extra)
     assert env["ETCD_NAME"] == "main-0"
     assert env["ETCD_INITIAL_CLUSTER_STATE"] == "new"
-    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == "http://main-0.main-peer.prod.svc:2379"
+    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == "http://main-0.main-peer.prod.svc.cluster.local:2379"
     assert etcd["readinessProbe"]["tcpSocket"] == {"port": 2379}
     assert pod["spec"]["securityContext"] == {"fsGroup": 1001}
     assert etcd["volumeMounts"][0]["mountPath"] == "/bitnami/etcd"
+
+
+def test_bitnami_cluster_domain_is_where_member_hosts_live() -> None:
+    # Bitnami's scripts address peers as <member>.$ETCD_CLUSTER_DOMAIN: it must agree with the URLs.
+    spec = ClusterSpec(repository="docker.io/bitnami/etcd", tls_enabled=False)
+    pod = m.member_pod(
+        OWNER, launch(spec, cluster_domain="k8s.corp.example"), cluster_domain="k8s.corp.example"
+    )
+    env = env_of(pod)
+    assert env["ETCD_CLUSTER_DOMAIN"] == "main-peer.prod.svc.k8s.corp.example"
+    assert m.member_host(REF, "main-0", "k8s.corp.example") == f"main-0.{env['ETCD_CLUSTER_DOMAIN']}"
+    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == f"http://main-0.{env['ETCD_CLUSTER_DOMAIN']}:2379"
 
 
 def test_debug_sidecar_only_on_request() -> None:
@@ -179,10 +229,28 @@ def test_claim_carries_size_class_and_urls() -> None:
     assert pvc["metadata"]["annotations"][m.ANNOTATION_PEER_URL] == urls.peer_url
 
 
+def _member_sans(data: dict[str, str]) -> list[str]:
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+    return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+
+
+def test_tls_sans_follow_the_cluster_domain_and_keep_the_short_form() -> None:
+    now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    sans = _member_sans(generate_cluster_tls(REF, now=now, cluster_domain="k8s.corp.example").secret_data())
+    host = m.member_host(REF, "main-7", "k8s.corp.example")
+    assert "*." + host.split(".", 1)[1] in sans  # the FQDN the operator dials
+    assert "*.main-peer.prod.svc" in sans  # members created before URLs were fully qualified
+    assert "main-client.prod.svc.k8s.corp.example" in sans
+    assert not any(san.endswith("cluster.local") for san in sans)
+
+
 def test_tls_material_covers_members_and_client_service() -> None:
     now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     material = generate_cluster_tls(REF, now=now)
     data = material.secret_data()
+    assert "*." + m.member_host(REF, "main-0").split(".", 1)[1] in _member_sans(data)
     assert set(data) == {"ca.crt", "ca.key", "tls.crt", "tls.key", "client.crt", "client.key"}
     ca = x509.load_pem_x509_certificate(base64.b64decode(data["ca.crt"]))
     cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
