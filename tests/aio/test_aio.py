@@ -99,12 +99,15 @@ async def test_an_exception_handler_report_does_not_end_the_loop_block(
 
         def spawn_orphan() -> None:
             # An unretrieved task exception: asyncio reports it to the exception handler.
-            loop.create_task(orphan()).add_done_callback(lambda t: loop.call_exception_handler(
-                {"message": "task exception was never retrieved", "exception": t.exception()}
-            ))
+            loop.create_task(orphan()).add_done_callback(
+                lambda t: loop.call_exception_handler(
+                    {"message": "task exception was never retrieved", "exception": t.exception()}
+                )
+            )
 
         loop.call_soon(spawn_orphan)
         await trio.sleep(0.2)
+
         # The block is still alive and still runs asyncio code.
         async def still_here() -> str:
             await asyncio.sleep(0.01)

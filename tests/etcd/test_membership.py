@@ -93,9 +93,7 @@ async def test_learner_is_added_promoted_once_caught_up_and_removed(
 
 async def test_member_update_changes_peer_urls(cluster: EtcdCluster, asyncio_loop: None) -> None:
     async with open_etcd_client(cluster.endpoints, call_timeout=10) as client:
-        added = await patiently(
-            lambda: client.member_add([cluster.prepare_member().peer_url], learner=True)
-        )
+        added = await patiently(lambda: client.member_add([cluster.prepare_member().peer_url], learner=True))
         try:
             moved = cluster.prepare_member().peer_url
             members = await client.member_update(added.id, [moved])

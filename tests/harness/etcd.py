@@ -198,9 +198,15 @@ def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                key_encipherment=False, data_encipherment=False, key_agreement=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -436,8 +442,11 @@ class EtcdCluster:
         if member not in self.members:
             self.members.append(member)
         if wait:
-            wait_until(lambda: member.running and _port_open(member.client_port), f"{member.name} listening",
-                       on_timeout=member.log_tail)
+            wait_until(
+                lambda: member.running and _port_open(member.client_port),
+                f"{member.name} listening",
+                on_timeout=member.log_tail,
+            )
 
     def add_member(self, *, learner: bool = False) -> EtcdMember:
         """Grow by one: MemberAdd through etcdctl, then start it with --initial-cluster-state=existing."""
@@ -462,6 +471,7 @@ class EtcdCluster:
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
         """Every running member answers /health with a leader."""
+
         def all_healthy() -> bool:
             running = self.running_members()
             return bool(running) and all(m.healthy() for m in running)
@@ -494,7 +504,10 @@ class EtcdCluster:
         tool = self.binaries.etcdutl or self.binaries.etcdctl
         result = subprocess.run(
             [str(tool), "snapshot", "status", str(path), "-w", "json"],
-            capture_output=True, text=True, env=_clean_env(), timeout=60,
+            capture_output=True,
+            text=True,
+            env=_clean_env(),
+            timeout=60,
         )
         if result.returncode != 0:
             raise RuntimeError(f"{tool.name} snapshot status failed: {result.stderr.strip()}")
@@ -512,7 +525,11 @@ def _port_open(port: int) -> bool:
 
 
 def wait_until(
-    condition: object, what: str, *, timeout: float = 30.0, interval: float = 0.1,
+    condition: object,
+    what: str,
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
     on_timeout: object = None,
 ) -> None:
     assert callable(condition)

@@ -142,9 +142,7 @@ def test_names_the_supervisor_cannot_build_on_are_rejected(
     server: KubeAPIServer, kube_namespace: str, name: str
 ) -> None:
     proc = server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest(name, {}), check=False)
-    assert proc.returncode != 0 and "metadata.name must be at most 50" in proc.stderr, (
-        proc.stderr
-    )
+    assert proc.returncode != 0 and "metadata.name must be at most 50" in proc.stderr, proc.stderr
 
 
 def test_longest_allowed_name_is_accepted(server: KubeAPIServer, kube_namespace: str) -> None:
