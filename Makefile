@@ -51,7 +51,7 @@ test-chaos: install
 	$(BIN)/pytest tests/chaos $(PYTEST_ARGS)
 
 test-integration: setup
-	$(BIN)/pytest tests/etcd tests/kube tests/local $(PYTEST_ARGS)
+	$(BIN)/pytest tests/etcd tests/kube tests/local tests/chaos tests/cli $(PYTEST_ARGS)
 
 test-coverage: setup
 	$(BIN)/pytest --cov=supervisor --cov=actors --cov-report=term-missing $(PYTEST_ARGS)
