@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import ipaddress
 
 from attrs import frozen
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from actors.model import ClusterRef
+from supervisor import pki
 from supervisor.kube import manifests
 
 CA_LIFETIME = dt.timedelta(days=3650)
@@ -33,71 +29,6 @@ class TlsMaterial:
 
     def secret_data(self) -> dict[str, str]:
         return {k: base64.b64encode(v).decode() for k, v in self.files.items()}
-
-
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _name(common_name: str, unit: str = "") -> x509.Name:
-    # X.509 caps each attribute at 64 characters; the namespace travels in its own attribute.
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "etcd-supervisor")]
-    if unit:
-        attributes.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit[:64]))
-    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
-    return x509.Name(attributes)
-
-
-def _leaf(
-    ca_key: ec.EllipticCurvePrivateKey,
-    ca_cert: x509.Certificate,
-    common_name: str,
-    *,
-    now: dt.datetime,
-    dns: list[str],
-    usages: list[x509.ObjectIdentifier],
-) -> tuple[bytes, bytes]:
-    key = _key()
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))  # tolerate clock skew between nodes
-        .not_valid_after(now + LEAF_LIFETIME)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=True,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-    )
-    if dns:
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-        sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
 
 def member_dns_names(ref: ClusterRef, cluster_domain: str = manifests.DEFAULT_CLUSTER_DOMAIN) -> list[str]:
@@ -116,53 +47,28 @@ def generate_cluster_tls(
     The SANs follow cluster_domain once, at creation: the Secret is never regenerated while it
     exists (running members trust its CA), so the domain must not change over a cluster's life.
     """
-    ca_key = _key()
-    ca_name = _name(f"etcd-ca {ref.name}", ref.namespace)
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + CA_LIFETIME)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    member_cert, member_key = _leaf(
-        ca_key,
-        ca_cert,
+    ca = pki.new_ca(f"etcd-ca {ref.name}", now=now, lifetime=CA_LIFETIME, unit=ref.namespace)
+    member = pki.issue(
+        ca,
         f"etcd-member {ref.name}",
         now=now,
+        lifetime=LEAF_LIFETIME,
         dns=member_dns_names(ref, cluster_domain),
+        ips=["127.0.0.1"],
         # Peers present the same certificate as clients of each other: both usages.
-        usages=[ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+        server_auth=True,
+        client_auth=True,
     )
-    client_cert, client_key = _leaf(
-        ca_key, ca_cert, "etcd-supervisor", now=now, dns=[], usages=[ExtendedKeyUsageOID.CLIENT_AUTH]
+    client = pki.issue(
+        ca, "etcd-supervisor", now=now, lifetime=LEAF_LIFETIME, server_auth=False, client_auth=True
     )
     return TlsMaterial(
         files={
-            manifests.TLS_CA_CERT: ca_cert.public_bytes(serialization.Encoding.PEM),
-            manifests.TLS_CA_KEY: _pem_key(ca_key),
-            manifests.TLS_CERT: member_cert,
-            manifests.TLS_KEY: member_key,
-            manifests.TLS_CLIENT_CERT: client_cert,
-            manifests.TLS_CLIENT_KEY: client_key,
+            manifests.TLS_CA_CERT: ca.cert_pem(),
+            manifests.TLS_CA_KEY: ca.key_pem(),
+            manifests.TLS_CERT: member.cert_pem(),
+            manifests.TLS_KEY: member.key_pem(),
+            manifests.TLS_CLIENT_CERT: client.cert_pem(),
+            manifests.TLS_CLIENT_KEY: client.key_pem(),
         }
     )

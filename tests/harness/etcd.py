@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import ipaddress
 import json
 import os
 import re
@@ -38,6 +37,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+
+from supervisor import pki
 
 ETCD34_PATH = Path("/usr/bin/etcd")
 STOP_GRACE_SECONDS = 5.0
@@ -163,82 +164,22 @@ class TlsFiles:
 
 def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
     """A CA, a server certificate for 127.0.0.1/localhost, and a client certificate (CN=client_name)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-
-    def write_cert(cert: x509.Certificate, path: Path) -> None:
-        path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(name("etcd-test-ca"))
-        .issuer_name(name("etcd-test-ca"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
+    lifetime = datetime.timedelta(days=1)
+    ca = pki.new_ca("etcd-test-ca", now=now, lifetime=lifetime)
+    server = pki.issue(
+        ca,
+        "etcd-server",
+        now=now,
+        lifetime=lifetime,
+        dns=["localhost"],
+        ips=["127.0.0.1"],
+        # Members dial their peers with it too.
+        server_auth=True,
+        client_auth=True,
     )
-
-    def leaf(cn: str, usages: list[x509.ObjectIdentifier], san: bool) -> tuple[x509.Certificate, object]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name(cn))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-        )
-        if san:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-                ),
-                critical=False,
-            )
-        return builder.sign(ca_key, hashes.SHA256()), key
-
-    server_cert, server_key = leaf(
-        "etcd-server", [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH], san=True
-    )
-    client_cert, client_key = leaf(client_name, [ExtendedKeyUsageOID.CLIENT_AUTH], san=False)
-
+    client = pki.issue(ca, client_name, now=now, lifetime=lifetime, server_auth=False, client_auth=True)
     files = TlsFiles(
         ca=directory / "ca.pem",
         server_cert=directory / "server.pem",
@@ -246,11 +187,11 @@ def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
         client_cert=directory / "client.pem",
         client_key=directory / "client-key.pem",
     )
-    write_cert(ca_cert, files.ca)
-    write_cert(server_cert, files.server_cert)
-    write_key(server_key, files.server_key)  # type: ignore[arg-type]
-    write_cert(client_cert, files.client_cert)
-    write_key(client_key, files.client_key)  # type: ignore[arg-type]
+    files.ca.write_bytes(ca.cert_pem())
+    files.server_cert.write_bytes(server.cert_pem())
+    files.server_key.write_bytes(server.key_pem())
+    files.client_cert.write_bytes(client.cert_pem())
+    files.client_key.write_bytes(client.key_pem())
     return files
 
 

@@ -73,7 +73,6 @@ import atexit
 import base64
 import contextlib
 import datetime
-import ipaddress
 import json
 import os
 import re
@@ -93,6 +92,8 @@ from typing import Any
 import attrs
 import pytest
 import yaml
+
+from supervisor.pki import issue, new_ca
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -238,77 +239,33 @@ def kubectl(
 
 def _write_pki(pki: Path) -> None:
     """A CA, a serving certificate for 127.0.0.1/localhost, and the ServiceAccount signing key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
 
     pki.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-    not_before, not_after = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=7)
-
-    def key() -> rsa.RSAPrivateKey:
-        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-    def pem_key(k: rsa.RSAPrivateKey) -> bytes:
-        return k.private_bytes(
+    lifetime = datetime.timedelta(days=7)
+    ca = new_ca("etcd-supervisor-test-ca", now=now, lifetime=lifetime)
+    server = issue(
+        ca,
+        "kube-apiserver",
+        now=now,
+        lifetime=lifetime,
+        dns=["localhost", "kubernetes.default.svc"],
+        ips=["127.0.0.1"],
+        server_auth=True,
+        client_auth=False,
+    )
+    # kube-apiserver signs ServiceAccount tokens with it (ES256); no certificate involved.
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    (pki / "ca.crt").write_bytes(ca.cert_pem())
+    (pki / "apiserver.crt").write_bytes(server.cert_pem())
+    (pki / "apiserver.key").write_bytes(server.key_pem())
+    (pki / "sa.key").write_bytes(
+        sa_key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
-
-    ca_key = key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "etcd-supervisor-test-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
     )
-    server_key = key()
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    x509.DNSName("localhost"),
-                    x509.DNSName("kubernetes.default.svc"),
-                ]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    sa_key = key()
-    (pki / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    (pki / "apiserver.crt").write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
-    (pki / "apiserver.key").write_bytes(pem_key(server_key))
-    (pki / "sa.key").write_bytes(pem_key(sa_key))
     (pki / "sa.pub").write_bytes(
         sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo

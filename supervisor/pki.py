@@ -1,0 +1,137 @@
+"""X.509 for the clusters we run and the servers our tests start: a CA and the leaves it signs.
+
+Pure: the caller brings `now` and decides where the PEM goes (files, a Secret). Outside the
+layering on purpose, so every adapter and the test harness share one way of making certificates.
+
+Keys are EC P-256 throughout: fast to generate (a cluster's material is made inline, and tests
+make a lot of it), and accepted by etcd 3.4/3.5, kube-apiserver and OpenSSL clients alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from collections.abc import Sequence
+
+from attrs import frozen
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+ORGANIZATION = "etcd-supervisor"
+# Tolerates clock skew between the machine that signs and the nodes that verify.
+BACKDATE = dt.timedelta(minutes=5)
+
+
+@frozen
+class KeyPair:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    def cert_pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def key_pem(self) -> bytes:
+        return self.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
+    @classmethod
+    def from_pem(cls, cert_pem: bytes, key_pem: bytes) -> KeyPair:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"expected an EC private key, got {type(key).__name__}")
+        return cls(cert=x509.load_pem_x509_certificate(cert_pem), key=key)
+
+
+def new_ca(common_name: str, *, now: dt.datetime, lifetime: dt.timedelta, unit: str = "") -> KeyPair:
+    """A self-signed CA that may sign leaves only (path length 0)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _name(common_name, unit)
+    cert = (
+        _builder(name, name, key.public_key(), now=now, lifetime=lifetime)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(ca=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(cert=cert, key=key)
+
+
+def issue(
+    ca: KeyPair,
+    common_name: str,
+    *,
+    now: dt.datetime,
+    lifetime: dt.timedelta,
+    dns: Sequence[str] = (),
+    ips: Sequence[str] = (),
+    server_auth: bool,
+    client_auth: bool,
+) -> KeyPair:
+    """A leaf signed by `ca`. etcd takes a client certificate's common name as its user name."""
+    if not (server_auth or client_auth):
+        raise ValueError("a leaf needs serverAuth, clientAuth or both")
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server_auth else []
+    if client_auth:
+        usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
+        _builder(_name(common_name), ca.cert.subject, key.public_key(), now=now, lifetime=lifetime)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(ca=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()), critical=False
+        )
+    )
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return KeyPair(cert=builder.sign(ca.key, hashes.SHA256()), key=key)
+
+
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    *,
+    now: dt.datetime,
+    lifetime: dt.timedelta,
+) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(now + lifetime)
+    )
+
+
+def _name(common_name: str, unit: str = "") -> x509.Name:
+    # X.509 caps each attribute at 64 characters, hence the cut; a long qualifier such as a
+    # namespace travels in its own attribute (the unit) rather than in the common name.
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, ORGANIZATION)]
+    if unit:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit[:64]))
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64]))
+    return x509.Name(attributes)
+
+
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    # No keyEncipherment: an EC key cannot encipher (RFC 5480); TLS with it only signs.
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
