@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
-from supervisor.aio import open_asyncio_loop
-from supervisor.kube.client import KubeClient, open_kube_client
 from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
 from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
+from tests.kube.clients import clients
 
 pytestmark = pytest.mark.slow
-
-
-@asynccontextmanager
-async def clients(server: KubeAPIServer, operator: Path) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
-    async with (
-        open_asyncio_loop(),
-        open_kube_client(str(operator)) as op,
-        open_kube_client(str(server.kubeconfig)) as admin,
-    ):
-        yield op, admin
 
 
 def config(lease: str, identity: str) -> LeaderElectionConfig:

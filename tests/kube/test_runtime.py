@@ -7,8 +7,6 @@ write pod status through pods/status as admin) and check what the runtime reads 
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +15,13 @@ import trio
 from cryptography import x509
 
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
-from supervisor.aio import open_asyncio_loop
 from supervisor.kube import manifests as m
-from supervisor.kube.client import KubeClient, KubeError, open_kube_client
+from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
 from tests.harness.kube import KubeAPIServer
+from tests.kube.clients import clients
 
 pytestmark = pytest.mark.slow
-
-
-@asynccontextmanager
-async def clients(server: KubeAPIServer, operator: Path) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
-    """(operator client, admin client), inside one asyncio loop."""
-    async with (
-        open_asyncio_loop(),
-        open_kube_client(str(operator)) as op,
-        open_kube_client(str(server.kubeconfig)) as admin,
-    ):
-        yield op, admin
 
 
 async def create_cluster(admin: KubeClient, ns: str, name: str, **spec: Any) -> dict[str, Any]:

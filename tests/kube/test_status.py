@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from actors.model import ClusterRef, ClusterStatus, Condition, MemberStatus, Phase, Role
-from supervisor.aio import open_asyncio_loop
 from supervisor.kube import manifests as m
-from supervisor.kube.client import KubeClient, open_kube_client
+from supervisor.kube.client import KubeClient
 from supervisor.kube.status import KubeEventSink, KubeStatusSink
 from tests.harness.kube import KubeAPIServer
+from tests.kube.clients import clients
 
 pytestmark = pytest.mark.slow
-
-
-@asynccontextmanager
-async def clients(server: KubeAPIServer, operator: Path) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
-    async with (
-        open_asyncio_loop(),
-        open_kube_client(str(operator)) as op,
-        open_kube_client(str(server.kubeconfig)) as admin,
-    ):
-        yield op, admin
 
 
 async def create_cluster(admin: KubeClient, ref: ClusterRef) -> dict:

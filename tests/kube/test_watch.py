@@ -4,31 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 
-from supervisor.aio import open_asyncio_loop
-from supervisor.kube.client import KubeClient, KubeUnavailable, open_kube_client
+from supervisor.kube.client import KubeClient, KubeUnavailable
 from supervisor.kube.watch import ETCD_CLUSTERS, EventType, Watcher, WatchEvent, WatchOptions
 from tests.harness.kube import REPO, KubeAPIServer
+from tests.kube.clients import clients
 
 pytestmark = pytest.mark.slow
 
 FAST = WatchOptions(backoff_initial=0.1, backoff_max=1.0, min_watch_seconds=60, max_watch_seconds=90)
-
-
-@asynccontextmanager
-async def clients(server: KubeAPIServer, operator: Path) -> AsyncIterator[tuple[KubeClient, KubeClient]]:
-    async with (
-        open_asyncio_loop(),
-        open_kube_client(str(operator)) as op,
-        open_kube_client(str(server.kubeconfig)) as admin,
-    ):
-        yield op, admin
 
 
 def clusters_path(ns: str) -> str:
