@@ -178,34 +178,19 @@ class ClusterActor(Actor[ClusterMessage]):
         self._health: dict[str, tuple[MemberHealth | None, float]] = {}
         self._phase: Phase | None = None
         self._status: ClusterStatus | None = None
-        self._unwatch: Callable[[], None] | None = None
         # After a refused step, hold off (doubling each time) instead of retrying in a tight
         # loop: etcd refuses e.g. a MemberAdd for seconds after a promotion, by design.
         self._failures = 0
         self._hold_until = float("-inf")
 
     async def on_start(self) -> None:
-        self._unwatch = self._ports.runtime.watch_members(self.ref, self._on_runtime_change)
         self._look_again()
 
-    async def on_stop(self) -> None:
-        if self._unwatch is not None:
-            self._unwatch()
-
-    def _on_runtime_change(self, name: str) -> None:
-        self._nudge(RuntimeChanged(name))
-
     def _report_probe(self, probed: MemberProbed) -> None:
-        self._nudge(probed)
-
-    def _nudge(self, msg: ClusterMessage) -> None:
-        try:
-            self.handle_ref.send_nowait(msg)
-        except (trio.WouldBlock, trio.ClosedResourceError):
-            pass  # a full mailbox already holds a look-again; a closed one has no reader
+        nudge(self.handle_ref, probed)
 
     def _look_again(self) -> None:
-        self._nudge(Tick())
+        nudge(self.handle_ref, Tick())
 
     async def handle(self, msg: ClusterMessage) -> None:
         match msg:
@@ -406,6 +391,33 @@ def _wall_clock() -> float:
     return time.time()
 
 
+def nudge(handle: Handle[ClusterMessage], msg: ClusterMessage) -> None:
+    """Deliver an observation without ever blocking the caller (a watch, a probe, a timer)."""
+    try:
+        handle.send_nowait(msg)
+    except (trio.WouldBlock, trio.ClosedResourceError):
+        pass  # a full mailbox already holds a look-again; a closed one has no reader
+
+
+async def forward_runtime_changes(
+    runtime: MemberRuntime,
+    ref: ClusterRef,
+    handle: Handle[ClusterMessage],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Runtime events into the cluster's mailbox, subscribed for exactly as long as this runs.
+
+    A child of its own, not part of the actor, so a crashing actor cannot leak subscriptions.
+    """
+    unwatch = runtime.watch_members(ref, lambda name: nudge(handle, RuntimeChanged(name)))
+    try:
+        task_status.started()
+        await trio.sleep_forever()
+    finally:
+        unwatch()
+
+
 async def run_ticker(
     handle: Handle[ClusterMessage],
     interval: float,
@@ -416,10 +428,7 @@ async def run_ticker(
     task_status.started()
     while True:
         await trio.sleep(interval)
-        try:
-            handle.send_nowait(Tick())
-        except trio.WouldBlock:
-            pass
+        nudge(handle, Tick())
 
 
 def cluster_tree(
@@ -428,7 +437,8 @@ def cluster_tree(
     """The supervision tree of one cluster: member actors, the cluster actor, its ticker.
 
     rest_for_one: the cluster actor depends on the member supervisor (it adds and removes
-    member actors), and the ticker on the cluster actor, so a crash restarts what comes after.
+    member actors), so a crash restarts what comes after; the runtime-event forwarder and the
+    ticker only feed the mailbox, which outlives every incarnation of the actor.
     """
     members = MemberActors(ref, ports.admin, timing)
     actor_spec, handle = actor_child(
@@ -442,6 +452,9 @@ def cluster_tree(
         f"cluster {ref}",
         [
             ChildSpec("members", members.supervisor.run, shutdown=2.0),  # type: ignore[arg-type]
+            ChildSpec(
+                "runtime-events", partial(forward_runtime_changes, ports.runtime, ref, handle), shutdown=0.1
+            ),
             actor_spec,
             ChildSpec("ticker", partial(run_ticker, handle, timing.tick), shutdown=0.1),
         ],

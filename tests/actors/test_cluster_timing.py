@@ -39,9 +39,14 @@ class MemoryWorld:
     runtime: dict[str, RuntimeMember] = attrs.field(factory=dict)
     etcd: dict[int, EtcdMember] = attrs.field(factory=dict)
     statuses: list = attrs.field(factory=list)
+    subscribers: int = 0
+    crash_observations: int = 0
 
     # MemberRuntime
     async def list_members(self, cluster):
+        if self.crash_observations:
+            self.crash_observations -= 1
+            raise RuntimeError("injected crash in the cluster actor")
         return list(self.runtime.values())
 
     async def allocate_member(self, cluster, name):
@@ -62,8 +67,16 @@ class MemoryWorld:
     async def delete_member(self, cluster, name):
         self.runtime.pop(name, None)
 
+    async def delete_cluster(self, cluster, *, keep_data):
+        self.runtime.clear()
+
     def watch_members(self, cluster, on_change):
-        return lambda: None
+        self.subscribers += 1
+
+        def unsubscribe():
+            self.subscribers -= 1
+
+        return unsubscribe
 
     # EtcdAdmin
     async def member_list(self, endpoints):
@@ -123,3 +136,19 @@ async def test_a_steady_cluster_publishes_once_not_on_every_tick(autojump_clock)
     running = [t for t, s in world.statuses if s.phase.value == "Running"]
     # Thirty ticks of unchanged facts: the status was written when it changed, then never again.
     assert len(running) == 1
+
+
+async def test_a_crashing_cluster_actor_leaks_no_runtime_subscription(autojump_clock):
+    world = MemoryWorld(crash_observations=5)
+    root = Supervisor("root")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(root.run)
+        fleet = Fleet(root, lambda r: ClusterPorts(world, world, world, world), timing=TIMING)
+        await fleet.apply([ClusterResource(REF, ClusterSpec(size=1, tls_enabled=False))])
+        await trio.sleep(60)
+        assert world.crash_observations == 0  # every injected crash happened
+        assert world.statuses[-1][1].phase.value == "Running"
+        assert world.subscribers == 1
+        await fleet.apply([])  # tearing the cluster down ends its subscription too
+        assert world.subscribers == 0
+        nursery.cancel_scope.cancel()
