@@ -90,10 +90,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
 import yaml
 
 from supervisor.pki import issue, new_ca
+from tests.harness.components import MissingComponent, require
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -104,10 +104,6 @@ HELM_BUILD_SCRIPT = REPO / "tests" / "envtest" / "build-helm.sh"
 # What deploy/base creates for the operator (kept here so tests do not repeat the names).
 OPERATOR_NAMESPACE = "etcd-supervisor"
 OPERATOR_SERVICE_ACCOUNT = "etcd-supervisor"
-
-
-class MissingComponent(Exception):
-    """A binary the harness needs is not available."""
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -154,23 +150,9 @@ def find_binaries() -> Binaries:
     return Binaries(kube_apiserver=apiserver, kubectl=kubectl_bin, etcd=etcd)
 
 
-# The answer of the first look, good or bad: a failed build is not retried for every test.
-_binaries: Binaries | MissingComponent | None = None
-
-
 def require_binaries() -> Binaries:
-    """find_binaries(), turned into a skip (locally) or a failure (CI=true)."""
-    global _binaries
-    if _binaries is None:
-        try:
-            _binaries = find_binaries()
-        except MissingComponent as exc:
-            _binaries = exc
-    if isinstance(_binaries, MissingComponent):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {_binaries}", pytrace=False)
-        pytest.skip(str(_binaries))
-    return _binaries
+    """find_binaries(), once; missing means a skip (locally) or a failure (CI=true)."""
+    return require("kube binaries", find_binaries)
 
 
 def find_helm() -> Path:
@@ -189,22 +171,9 @@ def find_helm() -> Path:
     return helm
 
 
-_helm: Path | MissingComponent | None = None
-
-
 def require_helm() -> Path:
-    """find_helm(), turned into a skip (locally) or a failure (CI=true)."""
-    global _helm
-    if _helm is None:
-        try:
-            _helm = find_helm()
-        except MissingComponent as exc:
-            _helm = exc
-    if isinstance(_helm, MissingComponent):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {_helm}", pytrace=False)
-        pytest.skip(str(_helm))
-    return _helm
+    """find_helm(), once; missing means a skip (locally) or a failure (CI=true)."""
+    return require("helm", find_helm)
 
 
 def _which(name: str) -> Path | None:

