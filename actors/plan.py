@@ -272,7 +272,7 @@ def _plan_with_membership(
     if len(voters) < spec.size:
         return AddLearner(next_member_name(cluster, observed))
     if len(voters) > spec.size:
-        victim = _scale_down_victim(observed, voters)
+        victim = _scale_down_victim(cluster, observed, voters)
         leader = observed.leader_id()
         if victim.id == leader:
             target = next((m for m in healthy_voters if m.id != victim.id), None)
@@ -305,23 +305,17 @@ def _caught_up(observed: Observed, learner_name: str) -> bool:
     return own.raft_applied_index >= leader_index * LEARNER_CAUGHT_UP_RATIO
 
 
-def _scale_down_victim(observed: Observed, voters: list[EtcdMember]) -> EtcdMember:
+def _scale_down_victim(cluster: ClusterRef, observed: Observed, voters: list[EtcdMember]) -> EtcdMember:
     # Unhealthy members go first (removing them costs nothing), then followers, newest first;
     # the leader only when nothing else is left.
     leader = observed.leader_id()
 
     def keep_score(m: EtcdMember) -> tuple[bool, bool, int]:
         r = observed.runtime_for(m)
-        ordinal = member_ordinal_of(m, r)
-        return (_healthy(observed, m), m.id == leader, -ordinal)
+        ordinal = member_ordinal(cluster, m.name or (r.name if r else ""))
+        return (_healthy(observed, m), m.id == leader, -(ordinal if ordinal is not None else -1))
 
     return min(voters, key=keep_score)
-
-
-def member_ordinal_of(m: EtcdMember, r: RuntimeMember | None) -> int:
-    name = m.name or (r.name if r else "")
-    tail = name.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
 
 
 # --- status ---------------------------------------------------------------------------------
