@@ -31,7 +31,8 @@ from actors.model import (
 )
 
 # A member that crashed this many times in a row without running healthily in between is
-# taken to have corrupt data: it is replaced rather than restarted again.
+# taken to have corrupt data: it is replaced rather than restarted again. Runtimes count only
+# exits of the member's own making; a kill by a signal (OOM killer, a person) is not one.
 CRASH_LOOP_LIMIT = 3
 # etcd refuses to promote a learner whose log lags too far; promote only once it has applied
 # this share of the leader's log, so promotion does not bounce off that check.
@@ -268,8 +269,15 @@ def _plan_with_membership(
             return PromoteLearner(r.name, m.id)
         return Wait(f"learner {r.name} catching up")
 
-    # 5. Size.
+    # 5. Size. A learner does not vote, but it joins through every voting member's log
+    #    stream: add one only while all voters answer (the check etcd's strict reconfiguration
+    #    mode would make, which supervised members run without; see member_settings.py).
     if len(voters) < spec.size:
+        lagging = sorted(_display_name(observed, m) for m in voters if not _healthy(observed, m))
+        if lagging:
+            return Wait(
+                f"adding a member waits for every voting member to be healthy: {', '.join(lagging)} not yet"
+            )
         return AddLearner(next_member_name(cluster, observed))
     if len(voters) > spec.size:
         victim = _scale_down_victim(cluster, observed, voters)
@@ -283,6 +291,11 @@ def _plan_with_membership(
             return Wait(f"removing {victim.name} now would cost quorum")
         return RemoveMember(victim.id, victim.name, reason=f"size is {spec.size}")
     return None
+
+
+def _display_name(observed: Observed, m: EtcdMember) -> str:
+    r = observed.runtime_for(m)
+    return m.name or (r.name if r else f"{m.id:x}")
 
 
 def _healthy(observed: Observed, m: EtcdMember) -> bool:

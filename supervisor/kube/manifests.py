@@ -24,6 +24,7 @@ from actors.model import (
     MemberLaunch,
     MemberUrls,
 )
+from supervisor.etcd.member_settings import SUPERVISED_MEMBER_SETTINGS
 
 Obj = dict[str, Any]
 
@@ -301,6 +302,7 @@ def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[t
         ("initial-cluster", launch.initial_cluster_flag()),
         ("initial-cluster-state", launch.initial_cluster_state),
         ("initial-cluster-token", token),
+        *SUPERVISED_MEMBER_SETTINGS,
     ]
     if launch.spec.tls_enabled:
         ca, cert, key = f"{TLS_DIR}/{TLS_CA_CERT}", f"{TLS_DIR}/{TLS_CERT}", f"{TLS_DIR}/{TLS_KEY}"

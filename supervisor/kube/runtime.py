@@ -44,6 +44,9 @@ Obj = dict[str, Any]
 # A member that ran at least this long before it exited counts as having run healthily:
 # its crash starts a new count instead of extending a crash loop.
 HEALTHY_RUN_SECONDS = 300.0
+# Container runtimes report a process killed by signal N as exit code 128 + N (OOMKilled is
+# 137). Such a kill is not the member failing by itself and leaves its crash count alone.
+KILLED_BY_SIGNAL = 128
 
 
 class ClusterGone(Exception):
@@ -110,6 +113,8 @@ def failures_after(old_pod: Mapping[str, Any]) -> int:
     if (old_pod.get("status") or {}).get("phase") == "Succeeded":
         return 0  # a clean exit is no failure
     terminated = (_etcd_container_status(old_pod).get("state") or {}).get("terminated") or {}
+    if int(terminated.get("exitCode") or 0) > KILLED_BY_SIGNAL:
+        return pod_failures(old_pod)
     started, finished = _parse_time(terminated.get("startedAt")), _parse_time(terminated.get("finishedAt"))
     if started and finished and (finished - started).total_seconds() >= HEALTHY_RUN_SECONDS:
         return 1

@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from actors.model import MemberLaunch
+from supervisor.etcd.member_settings import SUPERVISED_MEMBER_SETTINGS
 from supervisor.local.layout import MemberLayout
 from supervisor.local.tls import TlsFiles
 
@@ -46,6 +47,7 @@ def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: Tls
         f"--initial-cluster-state={launch.initial_cluster_state}",
         f"--initial-cluster-token={cluster_token(launch)}",
         *LOCAL_FLAGS,
+        *(f"--{flag}={value}" for flag, value in SUPERVISED_MEMBER_SETTINGS),
     ]
     if tls is not None:
         argv += [

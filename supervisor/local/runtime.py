@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 # A process that exits sooner than this after its start is a crash-loop symptom (bad data, bad
 # flags, a port taken). One that ran longer was healthy: its exit starts a new count at 1.
+# A process killed by a signal did not fail by itself (OOM killer, a person, a chaos test;
+# etcd turns its own faults into exit codes) and leaves the count as it was.
 HEALTHY_RUN_SECONDS = 10.0
 # How long stop waits for etcd to finish after SIGTERM before SIGKILL.
 STOP_GRACE_SECONDS = 5.0
@@ -313,9 +315,10 @@ class LocalRuntime:
         ran = time.monotonic() - proc.started_at
         if not proc.stopping:
             self._unexpected_exits += 1
-            history.consecutive_failures = (
-                history.consecutive_failures + 1 if ran < HEALTHY_RUN_SECONDS else 1
-            )
+            if code is None or code >= 0:
+                history.consecutive_failures = (
+                    history.consecutive_failures + 1 if ran < HEALTHY_RUN_SECONDS else 1
+                )
             log.warning(
                 "%s/%s pid %d exited with %s after %.1f s (consecutive failures: %d)",
                 key[0],

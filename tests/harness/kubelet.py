@@ -157,7 +157,8 @@ class Kubelet:
         state: dict[str, Any] = (
             {
                 "terminated": {
-                    "exitCode": exited,
+                    # As container runtimes report it: 128 + N for a kill by signal N.
+                    "exitCode": 128 - exited if exited < 0 else exited,
                     "startedAt": "2026-01-01T00:00:00Z",
                     "finishedAt": "2026-01-01T00:00:01Z",
                 }

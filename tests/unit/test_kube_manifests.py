@@ -268,7 +268,13 @@ def test_tls_material_covers_members_and_client_service() -> None:
 
 
 def pod(
-    phase: str, *, ready: bool = False, deleting: bool = False, failures: int = 0, ran: float = 1.0
+    phase: str,
+    *,
+    ready: bool = False,
+    deleting: bool = False,
+    failures: int = 0,
+    ran: float = 1.0,
+    exit_code: int = 1,
 ) -> dict:
     started = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     finished = started + dt.timedelta(seconds=ran)
@@ -285,7 +291,7 @@ def pod(
                     "name": "etcd",
                     "state": {
                         "terminated": {
-                            "exitCode": 1,
+                            "exitCode": exit_code,
                             "startedAt": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
                             "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
                         }
@@ -312,6 +318,8 @@ def test_crash_counting_across_replacement_pods() -> None:
     assert failures_after(pod("Failed", failures=2)) == 3
     assert failures_after(pod("Failed", failures=2, ran=3600)) == 1  # ran healthily first
     assert failures_after(pod("Succeeded", failures=2)) == 0
+    # Killed by a signal (137 = SIGKILL, the OOM killer's): not a failure of its own.
+    assert failures_after(pod("Failed", failures=2, exit_code=137)) == 2
     assert consecutive_failures(pod("Running", ready=True, failures=4)) == 0
     assert consecutive_failures(pod("Pending", failures=4)) == 4
     assert consecutive_failures(pod("Failed", failures=4)) == 5

@@ -115,6 +115,17 @@ def test_a_learner_no_longer_needed_after_a_size_cut_is_removed():
     assert isinstance(action, RemoveMember) and action.member_id == 1003
 
 
+def test_a_member_is_added_only_while_every_voting_member_answers():
+    # Supervised etcd runs without its strict reconfiguration check, so this guard is ours.
+    runtime, members, health = cluster(3)
+    health["demo-1"] = None  # running, but its Status probe failed
+    assert decide(5, runtime, members, health) == Wait(
+        "adding a member waits for every voting member to be healthy: demo-1 not yet"
+    )
+    health["demo-1"] = hl(1)
+    assert decide(5, runtime, members, health) == AddLearner("demo-3")
+
+
 def test_a_converged_cluster_needs_nothing():
     assert decide(3, *cluster(3)) is None
 
