@@ -69,6 +69,8 @@ class ClusterPorts:
 @frozen
 class Timing:
     tick: float = 1.0  # health tick: probes, and a fresh look at everything
+    # A member that just started is probed this often until it serves (at most one tick).
+    eager_probe_interval: float = 0.1
     call_timeout: float = 5.0  # one etcd or runtime call
     probe_timeout: float = 1.0
     health_ttl: float = 3.0  # a probe older than this no longer counts
@@ -110,8 +112,10 @@ ClusterMessage = SpecChanged | Tick | RuntimeChanged | MemberProbed | GetStatus
 
 def coalesce_key(msg: ClusterMessage) -> Hashable | None:
     match msg:
-        case SpecChanged() | Tick() | RuntimeChanged():
-            return "look-again"  # they all mean the same: observe and decide afresh
+        case SpecChanged() | Tick():
+            return "look-again"  # both mean the same: observe and decide afresh
+        case RuntimeChanged(name=name):
+            return ("runtime", name)  # also "look again", and probe this member eagerly
         case MemberProbed(name=name):
             return ("probe", name)  # only the latest answer per member matters
         case _:
@@ -146,19 +150,25 @@ class MemberActors:
                     self._admin,
                     report,
                     probe_timeout=self._timing.probe_timeout,
+                    eager_interval=self._timing.eager_probe_interval,
+                    eager_window=self._timing.tick,
                 ),
                 mailbox_capacity=4,
-                coalesce_key=lambda _probe: "probe",
+                coalesce_key=lambda probe: ("probe", probe.eager),
                 shutdown=1.0,
             )
             await self.supervisor.add_child(spec)
             self._handles[name] = handle
+            self.probe(name, eager=True)  # a new member: its first answer is awaited
 
     def probe_all(self) -> None:
         for name in self.supervisor.child_ids():
-            handle = self._handles.get(name)
-            if handle is not None:
-                handle.send_nowait(Probe())  # coalesced: never blocks, never piles up
+            self.probe(name)
+
+    def probe(self, name: str, *, eager: bool = False) -> None:
+        handle = self._handles.get(name)
+        if handle is not None:
+            handle.send_nowait(Probe(eager))  # coalesced: never blocks, never piles up
 
 
 class ClusterActor(Actor[ClusterMessage]):
@@ -179,7 +189,7 @@ class ClusterActor(Actor[ClusterMessage]):
         self._phase: Phase | None = None
         self._status: ClusterStatus | None = None
         # After a refused step, hold off (doubling each time) instead of retrying in a tight
-        # loop: etcd refuses e.g. a MemberAdd for seconds after a promotion, by design.
+        # loop: etcd may refuse a step for seconds (a promotion of a lagging learner, say).
         self._failures = 0
         self._hold_until = float("-inf")
 
@@ -201,6 +211,8 @@ class ClusterActor(Actor[ClusterMessage]):
                 self._health[name] = (health, trio.current_time())
             case Tick():
                 self._members.probe_all()
+            case RuntimeChanged(name=name):
+                self._members.probe(name, eager=True)  # started, ready or exited: ask it now
         await self.reconcile()
 
     async def reconcile(self) -> None:
@@ -224,8 +236,8 @@ class ClusterActor(Actor[ClusterMessage]):
         except (EtcdError, trio.TooSlowError) as exc:
             # Refused or unreachable: observe again later and decide afresh.
             self._failures += 1
-            # Once a tick at first (etcd's own guards, like 5 s of connectivity after a
-            # promotion, clear within seconds), then doubling up to 16 ticks.
+            # Once a tick at first (etcd's own refusals, like a learner not caught up yet,
+            # clear within seconds), then doubling up to 16 ticks.
             hold = self._timing.tick * min(2 ** max(0, self._failures - 5), 16)
             self._hold_until = trio.current_time() + hold
             log.warning(

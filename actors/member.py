@@ -2,6 +2,11 @@
 
 It only observes: each probe's answer goes to the cluster actor, which decides. So a member
 actor can crash or be restarted at any point and nothing is lost but one probe.
+
+A member that has just started (or restarted) answers within moments, and the cluster's next
+step usually waits on that answer. An eager probe therefore asks again every short interval
+until the member serves with a leader, for at most one tick, instead of leaving the step to
+wait for the next tick.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from supervisor.runtime import Actor
 
 @frozen
 class Probe:
-    """A health tick: ask the member for its Status now."""
+    """A health tick: ask the member for its Status now; eagerly, when it just started."""
+
+    eager: bool = False
 
 
 @frozen
@@ -31,7 +38,15 @@ class MemberProbed:
 
 
 class MemberActor(Actor[Probe]):
-    __slots__ = ("_admin", "_client_url", "_name", "_probe_timeout", "_report")
+    __slots__ = (
+        "_admin",
+        "_client_url",
+        "_eager_interval",
+        "_eager_window",
+        "_name",
+        "_probe_timeout",
+        "_report",
+    )
 
     def __init__(
         self,
@@ -41,18 +56,35 @@ class MemberActor(Actor[Probe]):
         report: Callable[[MemberProbed], None],
         *,
         probe_timeout: float,
+        eager_interval: float,
+        eager_window: float,
     ) -> None:
         self._name = name
         self._client_url = client_url
         self._admin = admin
         self._report = report
         self._probe_timeout = probe_timeout
+        self._eager_interval = eager_interval
+        self._eager_window = eager_window
 
     async def handle(self, msg: Probe) -> None:
-        health: MemberHealth | None = None
+        health = await self._probe()
+        if msg.eager:
+            give_up = trio.current_time() + self._eager_window
+            while not serving(health) and trio.current_time() + self._eager_interval < give_up:
+                await trio.sleep(self._eager_interval)
+                health = await self._probe()
+        self._report(MemberProbed(self._name, health))
+
+    async def _probe(self) -> MemberHealth | None:
         with trio.move_on_after(self._probe_timeout):
             try:
-                health = await self._admin.member_health(self._client_url)
+                return await self._admin.member_health(self._client_url)
             except EtcdError:
-                health = None  # down or unreachable: that is the observation
-        self._report(MemberProbed(self._name, health))
+                pass  # down or unreachable: that is the observation
+        return None
+
+
+def serving(health: MemberHealth | None) -> bool:
+    """Answering, error-free, and following a leader: what the cluster's next step waits for."""
+    return health is not None and not health.errors and health.leader_id != 0
