@@ -56,7 +56,9 @@ def etcdctl_snapshot(etcdctl: Path, endpoint: str, path: Path) -> tuple[float, i
     started = time.perf_counter()
     subprocess.run(
         [str(etcdctl), f"--endpoints={endpoint}", "snapshot", "save", str(path)],
-        check=True, capture_output=True, env=env,
+        check=True,
+        capture_output=True,
+        env=env,
     )
     return time.perf_counter() - started, path.stat().st_size
 
