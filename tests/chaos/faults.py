@@ -99,6 +99,13 @@ class AckedWriter:
                 n += 1
                 await trio.sleep(pause)
 
+    async def wait_for_more(self, count: int = 20, *, timeout: float = 30) -> None:
+        """Until `count` more writes are acknowledged: the cluster takes writes again."""
+        target = len(self.acked) + count
+        with trio.fail_after(timeout):
+            while len(self.acked) < target:
+                await trio.sleep(0.05)
+
     async def verify(self) -> int:
         """Read every acknowledged key back (linearizable reads); returns how many were checked."""
         async with open_etcd_client(self.endpoints, call_timeout=10.0) as client:
