@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from supervisor.cli import build_parser
 from tests.harness.kube import (
     OPERATOR_NAMESPACE,
     OPERATOR_SERVICE_ACCOUNT,
@@ -105,7 +106,13 @@ def test_deployment_shape(deployed: tuple[KubeAPIServer, list[dict[str, Any]], s
     assert dep["spec"]["replicas"] == 2  # leader + standby
     assert pod["serviceAccountName"] == OPERATOR_SERVICE_ACCOUNT
     assert c["image"] == "etcd-supervisor:dev" and c["imagePullPolicy"] == "IfNotPresent"
-    assert c["command"] == ["etcd-supervisor"] and c["args"][-1] == "run"
+    assert c["command"] == ["etcd-supervisor"]
+    # The arguments, with $(VAR) expanded from the ConfigMap as the kubelet would, are ones the
+    # CLI accepts.
+    config = server.get_json("configmap", "etcd-supervisor", namespace=OPERATOR_NAMESPACE)["data"]
+    args = [re.sub(r"\$\((\w+)\)", lambda v: config[v.group(1)], a) for a in c["args"]]
+    parsed = build_parser().parse_args(args)
+    assert (parsed.command, parsed.cluster_domain, parsed.log_format) == ("run", "cluster.local", "json")
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"http": 8080}
     assert (c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"]) == (
         "/healthz",
@@ -341,7 +348,11 @@ def test_chart_defaults_match_the_base_deployment() -> None:
     assert [e["name"] for e in chart_c["env"]] == [e["name"] for e in c["env"]]
     assert chart_dep["spec"]["template"]["spec"]["volumes"] == pod["volumes"]
     config = find(base_objects(), "ConfigMap")["data"]
-    assert (values["logLevel"], values["logFormat"]) == (config["LOG_LEVEL"], config["LOG_FORMAT"])
+    assert (values["logLevel"], values["logFormat"], values["clusterDomain"]) == (
+        config["LOG_LEVEL"],
+        config["LOG_FORMAT"],
+        config["CLUSTER_DOMAIN"],
+    )
 
 
 def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
@@ -362,6 +373,8 @@ def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
             "--include-crds",
             "--kube-version",
             version,
+            "--set",
+            "clusterDomain=corp.internal",
         ],
         capture_output=True,
         text=True,
@@ -386,6 +399,7 @@ def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
         "Service",
         "PodDisruptionBudget",
     } <= kinds
+    assert find(objs, "ConfigMap")["data"]["CLUSTER_DOMAIN"] == "corp.internal"
     base = base_objects()
     for kind in ("ClusterRole", "Role"):
         assert find(objs, kind)["rules"] == find(base, kind)["rules"], kind
