@@ -31,6 +31,22 @@ def lease_path(lease: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{lease}"
 
 
+class LeadingBody:
+    """The work done while leading: runs until cancelled, noting when it started and stopped."""
+
+    def __init__(self) -> None:
+        self.started: list[float] = []
+        self.cancelled: list[float] = []
+
+    async def __call__(self) -> None:
+        self.started.append(trio.current_time())
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            self.cancelled.append(trio.current_time())
+            raise
+
+
 async def wait_until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
     with trio.fail_after(timeout):
         while not predicate():
@@ -81,19 +97,11 @@ async def test_losing_the_lease_to_another_holder_cancels_the_body_at_once(
     lease = f"t-{uuid.uuid4().hex[:8]}"
     async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
         a = LeaderElector(op, config(lease, "a"))
-        started, cancelled = [], []
-
-        async def body() -> None:
-            started.append(trio.current_time())
-            try:
-                await trio.sleep_forever()
-            except trio.Cancelled:
-                cancelled.append(trio.current_time())
-                raise
+        body = LeadingBody()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.run, body)
-            await wait_until(lambda: started, 20)
+            await wait_until(lambda: body.started, 20)
 
             # Another holder takes the lease over (as a replica with a skewed view might).
             obj = await admin.get(lease_path(lease))
@@ -101,13 +109,13 @@ async def test_losing_the_lease_to_another_holder_cancels_the_body_at_once(
             obj["spec"].update(holderIdentity="intruder", renewTime=now, acquireTime=now)
             await admin.replace(lease_path(lease), obj)
             taken = trio.current_time()
-            await wait_until(lambda: cancelled, 5)
+            await wait_until(lambda: body.cancelled, 5)
             # Within one renewal period (plus the machine's noise), not a lease duration.
-            assert cancelled[0] - taken < 0.4 + 1.0
+            assert body.cancelled[0] - taken < 0.4 + 1.0
             assert not a.is_leader and a.statistics().losses == 1
 
             # The intruder never renews: after a lease duration, a leads again.
-            await wait_until(lambda: len(started) == 2, 15)
+            await wait_until(lambda: len(body.started) == 2, 15)
             assert a.statistics().acquisitions == 2
             nursery.cancel_scope.cancel()
 
@@ -119,23 +127,15 @@ async def test_renewals_failing_past_the_deadline_cancel_the_body(
     operator = await trio.to_thread.run_sync(server.operator_kubeconfig)
     async with clients(server, operator) as (op, _admin):
         a = LeaderElector(op, config("etcd-supervisor", "a"))
-        started, cancelled = [], []
-
-        async def body() -> None:
-            started.append(trio.current_time())
-            try:
-                await trio.sleep_forever()
-            except trio.Cancelled:
-                cancelled.append(trio.current_time())
-                raise
+        body = LeadingBody()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.run, body)
-            await wait_until(lambda: started, 20)
+            await wait_until(lambda: body.started, 20)
             await trio.to_thread.run_sync(server.stop)
             stopped = trio.current_time()
-            await wait_until(lambda: cancelled, 10)
+            await wait_until(lambda: body.cancelled, 10)
             # No renewal can succeed: lost once the renew deadline (2s) has passed, no later.
-            assert cancelled[0] - stopped <= 2.0 + 1.0
+            assert body.cancelled[0] - stopped <= 2.0 + 1.0
             assert not a.is_leader
             nursery.cancel_scope.cancel()
