@@ -269,9 +269,9 @@ def _plan_with_membership(
             return PromoteLearner(r.name, m.id)
         return Wait(f"learner {r.name} catching up")
 
-    # 5. Size. A learner does not vote, but it joins through every voting member's log
-    #    stream: add one only while all voters answer (the check etcd's strict reconfiguration
-    #    mode would make, which supervised members run without; see member_settings.py).
+    # 5. Size. A learner does not vote, but adding one is still a membership change: make it
+    #    only while every voter answers (what etcd's strict reconfiguration check would demand;
+    #    supervised members run without it, see supervisor/etcd/member_settings.py).
     if len(voters) < spec.size:
         lagging = sorted(_display_name(observed, m) for m in voters if not _healthy(observed, m))
         if lagging:

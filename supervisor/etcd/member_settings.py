@@ -7,7 +7,7 @@ demands more: every voting member answering Status before a learner is added, a 
 quorum after every removal, a caught-up learner before promotion (etcd checks that one itself
 regardless). With etcd's check on, each member of a staged bootstrap waited out those five
 seconds after the previous promotion, so a 3-member cluster took about 9 s to form instead of
-about 3 s; the guard it adds is the one the plan already holds.
+about 1 s; the guard it adds is the one the plan already holds.
 """
 
 from __future__ import annotations
