@@ -92,6 +92,12 @@ def cluster_body(name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def create_cluster(admin: KubeClient, name: str, ns: str, spec: dict[str, Any]) -> str:
+    """Create an EtcdCluster; returns its API path."""
+    await admin.create(CLUSTERS.format(ns=ns), cluster_body(name, ns, spec))
+    return f"{CLUSTERS.format(ns=ns)}/{name}"
+
+
 def healthy(size: int) -> Callable[[dict[str, Any]], bool]:
     def check(obj: dict[str, Any]) -> bool:
         status = obj.get("status") or {}
@@ -116,9 +122,7 @@ async def test_create_bootstraps_one_member_at_a_time_then_scales_through_the_sc
 ) -> None:
     ns = kube_namespace
     async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, kubelet):
-        body = cluster_body("demo", ns, {"size": 3, "security": {"tls": {"enabled": tls}}})
-        await admin.create(CLUSTERS.format(ns=ns), body)
-        path = f"{CLUSTERS.format(ns=ns)}/demo"
+        path = await create_cluster(admin, "demo", ns, {"size": 3, "security": {"tls": {"enabled": tls}}})
         obj = await wait_for(admin, path, healthy(3), timeout=90)
 
         # The shared objects, then the members in order: seed first, one at a time.
@@ -150,9 +154,7 @@ async def test_a_dead_member_pod_is_replaced_on_its_claim_and_keeps_its_data(
 ) -> None:
     ns = kube_namespace
     async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, kubelet):
-        body = cluster_body("heal", ns, {"size": 3, "security": {"tls": {"enabled": False}}})
-        await admin.create(CLUSTERS.format(ns=ns), body)
-        path = f"{CLUSTERS.format(ns=ns)}/heal"
+        path = await create_cluster(admin, "heal", ns, {"size": 3, "security": {"tls": {"enabled": False}}})
         obj = await wait_for(admin, path, healthy(3), timeout=90)
         endpoints = [mem["clientURL"] for mem in obj["status"]["members"]]
         async with open_etcd_client(endpoints) as etcd:
@@ -182,7 +184,8 @@ async def test_deleting_the_cluster_follows_its_reclaim_policy(
 ) -> None:
     ns = kube_namespace
     async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, _kubelet):
-        body = cluster_body(
+        path = await create_cluster(
+            admin,
             "gone",
             ns,
             {
@@ -191,8 +194,6 @@ async def test_deleting_the_cluster_follows_its_reclaim_policy(
                 "security": {"tls": {"enabled": False}},
             },
         )
-        await admin.create(CLUSTERS.format(ns=ns), body)
-        path = f"{CLUSTERS.format(ns=ns)}/gone"
         await wait_for(admin, path, healthy(1), timeout=60)
         await admin.delete(path)
         with trio.fail_after(60):
@@ -211,9 +212,7 @@ async def test_a_change_only_the_daemon_can_refuse_is_reported_and_the_cluster_k
     """A valid document, an unsafe change: switching TLS on a live cluster is refused with a condition."""
     ns = kube_namespace
     async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, _kubelet):
-        body = cluster_body("steady", ns, {"size": 1, "security": {"tls": {"enabled": False}}})
-        await admin.create(CLUSTERS.format(ns=ns), body)
-        path = f"{CLUSTERS.format(ns=ns)}/steady"
+        path = await create_cluster(admin, "steady", ns, {"size": 1, "security": {"tls": {"enabled": False}}})
         await wait_for(admin, path, healthy(1), timeout=60)
         await admin.merge_patch(path, {"spec": {"security": {"tls": {"enabled": True}}}})
 
