@@ -34,6 +34,19 @@ envtest:
 
 setup: install etcd34 envtest
 
+# The porcupine linearizability checker the tests run on client histories (see tests/linearizability/).
+.PHONY: linearizability etcd-versions
+linearizability:
+	@tests/linearizability/build.sh >/dev/null \
+	  || echo "linearizability checker not built (Go missing?); its tests will skip (fail under CI=true)"
+
+setup: linearizability
+
+# etcd, etcdctl and etcdutl for each version in tests/envtest/etcd-versions.txt, built once into
+# ~/.cache/etcd-supervisor/etcd/<version>/ from the etcd Go modules (minutes per version, cold).
+etcd-versions:
+	@tests/envtest/build-etcd.sh >/dev/null
+
 test: setup
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests: failing loudly"; exit 1; fi; exit $$rc
