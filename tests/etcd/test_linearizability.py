@@ -1,0 +1,45 @@
+"""A concurrent client workload against a real 3-member cluster whose leader is SIGKILLed and
+restarted halfway: what the clients saw must still be linearizable (porcupine says so)."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisor.etcd import open_etcd_client
+from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.history import KvWorkload, checker_or_skip
+
+
+@pytest.fixture
+def cluster(binaries: EtcdBinaries, tmp_path: Path) -> Iterator[EtcdCluster]:
+    with running_cluster(binaries, tmp_path / "etcd", size=3) as cluster:
+        yield cluster
+
+
+async def test_history_through_a_leader_kill_is_linearizable(
+    cluster: EtcdCluster, tmp_path: Path, asyncio_loop: None
+) -> None:
+    checker_or_skip()  # before the cluster work, not after it
+    workload = KvWorkload(endpoints=list(cluster.endpoints))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(workload.run)
+        await workload.wait_for_more(150)
+
+        async with open_etcd_client(cluster.endpoints) as client:
+            leader = cluster.member((await client.leader()).client_urls[0])
+        leader.kill(signal.SIGKILL)
+        await workload.wait_for_more(150)  # the survivors elect a leader and serve
+        leader.restart()
+        await trio.to_thread.run_sync(cluster.wait_healthy)
+        await workload.wait_for_more(150)
+        nursery.cancel_scope.cancel()
+
+    result = await workload.check(tmp_path)
+    print(result.report)  # how many operations, how many puts of unknown outcome
+    assert result.ok, result.report
+    assert result.operations >= 450
