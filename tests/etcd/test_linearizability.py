@@ -15,9 +15,9 @@ from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 from tests.harness.history import KvWorkload, checker_or_skip
 
 
-@pytest.fixture
-def cluster(binaries: EtcdBinaries, tmp_path: Path) -> Iterator[EtcdCluster]:
-    with running_cluster(binaries, tmp_path / "etcd", size=3) as cluster:
+@pytest.fixture(scope="module")
+def cluster(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    with running_cluster(binaries, tmp_path_factory.mktemp("linearizability"), size=3) as cluster:
         yield cluster
 
 
@@ -43,3 +43,19 @@ async def test_history_through_a_leader_kill_is_linearizable(
     print(result.report)  # how many operations, how many puts of unknown outcome
     assert result.ok, result.report
     assert result.operations >= 450
+
+
+async def test_the_workload_stops_at_its_bounds(cluster: EtcdCluster, asyncio_loop: None) -> None:
+    counted = KvWorkload(endpoints=list(cluster.endpoints), max_operations=40)
+    with trio.fail_after(30):
+        history = await counted.run()
+    # Each client checks the bound before its next operation.
+    assert 40 <= len(history.operations) < 40 + counted.clients
+    with pytest.raises(RuntimeError, match="stopped after"):
+        await counted.wait_for_more(1)
+
+    timed = KvWorkload(endpoints=list(cluster.endpoints))
+    started = trio.current_time()
+    await timed.run(duration=1.0)
+    assert trio.current_time() - started < 3.0
+    assert timed.acknowledged > 0

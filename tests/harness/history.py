@@ -31,7 +31,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from supervisor.etcd import EtcdClient, EtcdError, TlsConfig
+from supervisor.etcd import EtcdClient, EtcdError, TlsFiles
 from tests.harness.components import MissingComponent, require
 
 PUT, GET = "put", "get"
@@ -164,11 +164,12 @@ class KvWorkload:
     max_operations: int = 3000  # bounds the checker's work; run() returns when reached
     call_timeout: float = 2.0
     pause: float = 0.005  # between one client's operations: the machine is shared
-    tls: TlsConfig | None = None
+    tls: TlsFiles | None = None
     prefix: str = attrs.field(factory=lambda: f"/linearizability/{uuid.uuid4().hex[:8]}/")
     history: History = attrs.field(factory=History)
     _ok: int = 0
     _progress: trio.Event = attrs.field(factory=trio.Event)
+    _finished: bool = False
 
     @property
     def acknowledged(self) -> int:
@@ -181,6 +182,8 @@ class KvWorkload:
             async with trio.open_nursery() as nursery:
                 for client in range(self.clients):
                     nursery.start_soon(self._client, client)
+        self._finished = True
+        self._progress.set()
         return self.history
 
     async def wait_for_more(self, count: int = 20, *, timeout: float = 30.0) -> None:
@@ -188,6 +191,11 @@ class KvWorkload:
         target = self._ok + count
         with trio.fail_after(timeout):
             while self._ok < target:
+                if self._finished:
+                    raise RuntimeError(
+                        f"the workload stopped after {len(self.history.operations)} operations "
+                        f"(max_operations={self.max_operations}, or its duration)"
+                    )
                 await self._progress.wait()
 
     async def check(self, directory: Path, *, timeout: float = 120.0) -> CheckResult:
