@@ -27,12 +27,16 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from supervisor.etcd import EtcdClient, EtcdError, TlsFiles
+from supervisor.etcd import EtcdClient, EtcdError
 from tests.harness.components import MissingComponent, require
+
+if TYPE_CHECKING:
+    from supervisor.etcd import TlsFiles
 
 PUT, GET = "put", "get"
 # A put that raised may or may not have been applied: etcd can commit it after the client
