@@ -315,8 +315,26 @@ def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[t
             ("peer-key-file", key),
             ("peer-trusted-ca-file", ca),
             ("peer-client-cert-auth", "true"),
+            # etcd also checks a connecting peer's certificate SANs against the peer's source
+            # address; a pod's IP is unknown until it runs, and the wildcard names match it only
+            # once a reverse lookup of that IP returns the member's name, after the headless
+            # Service's endpoints reach cluster DNS. Until then every new member's first peer
+            # connection was refused and its pod crashed and was recreated, for minutes. The
+            # peer CA check stays: only certificates of this cluster's own CA get in.
+            (peer_skip_san_flag(launch.spec.version), "true"),
         ]
     return settings
+
+
+def peer_skip_san_flag(version: str) -> str:
+    """etcd 3.6 renamed the flag (3.7 drops the old name); 3.4 and 3.5 know only the old one."""
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return "experimental-peer-skip-client-san-verification"
+    if (major, minor) >= (3, 6):
+        return "peer-skip-client-san-verification"
+    return "experimental-peer-skip-client-san-verification"
 
 
 def bitnami_environment(
@@ -379,10 +397,13 @@ def _etcd_container(launch: MemberLaunch, token: str, cluster_domain: str) -> Ob
         container["command"] = ["/usr/local/bin/etcd"]
         container["args"] = [f"--{flag}={value}" for flag, value in settings]
         # serializable: a learner (which cannot serve linearizable reads) still counts as ready.
+        # Probed from the start and every second: the operator takes Ready as the sign that a
+        # member serves (before promoting a learner, say), so a slow probe delayed every
+        # membership step by up to initialDelaySeconds + periodSeconds (11 s each before).
         container["readinessProbe"] = {
             "httpGet": {"path": "/health?serializable=true", "port": METRICS_PORT, "scheme": "HTTP"},
-            "initialDelaySeconds": 5,
-            "periodSeconds": 10,
+            "initialDelaySeconds": 0,
+            "periodSeconds": 1,
             "failureThreshold": 3,
         }
     # No liveness probe on purpose: killing etcd during a long defragmentation or snapshot
