@@ -13,16 +13,14 @@ build() {  # version module-version
   local -a targets
   case "$version" in
     # 3.4 is one module whose root package is etcd's main.
-    3.4.*) targets=("go.etcd.io/etcd@$modver:etcd:go.etcd.io/etcd"
-                    "go.etcd.io/etcd@$modver:etcdctl:go.etcd.io/etcd/etcdctl") ;;
+    3.4.*) targets=("etcd:go.etcd.io/etcd" "etcdctl:go.etcd.io/etcd/etcdctl") ;;
     # 3.5+: etcd's main package lives in the server module; the tools have modules of their own.
-    *) targets=("go.etcd.io/etcd/server/v3@$modver:etcd:go.etcd.io/etcd/server/v3"
-                "go.etcd.io/etcd/etcdctl/v3@$modver:etcdctl:go.etcd.io/etcd/etcdctl/v3"
-                "go.etcd.io/etcd/etcdutl/v3@$modver:etcdutl:go.etcd.io/etcd/etcdutl/v3") ;;
+    *) targets=("etcd:go.etcd.io/etcd/server/v3" "etcdctl:go.etcd.io/etcd/etcdctl/v3"
+                "etcdutl:go.etcd.io/etcd/etcdutl/v3") ;;
   esac
-  local t missing=0
+  local t name pkg missing=0
   for t in "${targets[@]}"; do
-    IFS=: read -r _ name _ <<<"$t"
+    IFS=: read -r name _ <<<"$t"
     [ -x "$out/$name" ] || missing=1
   done
   if [ "$missing" = 0 ]; then echo "$out"; return; fi
@@ -37,11 +35,12 @@ build() {  # version module-version
     cd "$work"
     go mod init etcd-build >/dev/null 2>&1
     for t in "${targets[@]}"; do
-      IFS=: read -r req _ _ <<<"$t"
-      go get "$req" >/dev/null 2>&1 || go get "$req"
+      IFS=: read -r _ pkg <<<"$t"
+      # By package, not module: go.sum then covers everything that package imports.
+      go get "$pkg@$modver" >/dev/null 2>&1 || go get "$pkg@$modver"
     done
     for t in "${targets[@]}"; do
-      IFS=: read -r _ name pkg <<<"$t"
+      IFS=: read -r name pkg <<<"$t"
       # Static (no cgo), as etcd's release builds; into a temporary name first so that a
       # concurrent caller never runs a half-written binary.
       CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags=-s -o "$out/$name.tmp.$$" "$pkg"
