@@ -112,3 +112,14 @@ deploy-test:
 # create + deploy-test, then delete the cluster (KEEP_CLUSTER=1 keeps it).
 test-e2e:
 	IMAGE=$(IMAGE) deploy/kind/e2e.sh
+
+# --- the e2e tier's built-in one-node Kubernetes (tests/harness/node.py) ---------------------
+# Debian's containerd, runc, CNI plugins and busybox-static, and kubelet, controller-manager,
+# scheduler, kube-proxy and CoreDNS built once into ~/.cache (tests/envtest/build-node.sh).
+.PHONY: node test-e2e-node
+node:
+	@tests/envtest/build-node.sh >/dev/null
+
+# The e2e tier against the built-in node (E2E_KUBECONFIG=<file> runs it against that cluster).
+test-e2e-node: install envtest node
+	E2E_NODE=1 $(BIN)/pytest tests/e2e $(PYTEST_ARGS)

@@ -206,8 +206,8 @@ def kubectl(
 # --- certificates and keys -----------------------------------------------------------------
 
 
-def _write_pki(pki: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost, and the ServiceAccount signing key."""
+def _write_pki(pki: Path, ips: Sequence[str] = ("127.0.0.1",)) -> None:
+    """A CA, a serving certificate for ``ips``/localhost, and the ServiceAccount signing key."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -221,7 +221,7 @@ def _write_pki(pki: Path) -> None:
         now=now,
         lifetime=lifetime,
         dns=["localhost", "kubernetes.default.svc"],
-        ips=["127.0.0.1"],
+        ips=list(ips),
         server_auth=True,
         client_auth=False,
     )
@@ -333,9 +333,17 @@ class KubeAPIServer:
 
     # --- lifecycle ---
 
+    def _serving_ips(self) -> list[str]:
+        """The addresses the serving certificate covers (a subclass adds its own)."""
+        return ["127.0.0.1"]
+
+    def _token_lines(self) -> list[str]:
+        """tokens.csv: static bearer tokens (a subclass adds e.g. its kubelet's)."""
+        return [f'{self.admin_token},admin,admin-uid,"system:masters"']
+
     def start(self) -> None:
-        _write_pki(self.pki)
-        (self.work_dir / "tokens.csv").write_text(f'{self.admin_token},admin,admin-uid,"system:masters"\n')
+        _write_pki(self.pki, self._serving_ips())
+        (self.work_dir / "tokens.csv").write_text("".join(line + "\n" for line in self._token_lines()))
         for attempt in range(3):
             # Free ports are only free until someone else takes them: retry on a lost race.
             self.etcd_client_port, self.etcd_peer_port, self.port = _free_port(), _free_port(), _free_port()

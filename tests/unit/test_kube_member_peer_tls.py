@@ -12,8 +12,12 @@ OWNER = m.Owner(REF, "uid-1")
 def etcd_container(spec: ClusterSpec) -> dict:
     urls = m.member_urls(REF, "main-1", tls=spec.tls_enabled)
     launch = MemberLaunch(
-        cluster=REF, name="main-1", urls=urls, initial_cluster=(("main-1", urls.peer_url),),
-        initial_cluster_state="existing", spec=spec,
+        cluster=REF,
+        name="main-1",
+        urls=urls,
+        initial_cluster=(("main-1", urls.peer_url),),
+        initial_cluster_state="existing",
+        spec=spec,
     )
     return m.member_pod(OWNER, launch)["spec"]["containers"][0]
 
@@ -24,8 +28,10 @@ def test_peers_are_not_checked_against_their_pod_ip_with_tls() -> None:
     assert "--experimental-peer-skip-client-san-verification=true" in args
     assert "--peer-client-cert-auth=true" in args and "--peer-trusted-ca-file=/etc/etcd/tls/ca.crt" in args
     assert "--peer-skip-client-san-verification=true" in etcd_container(ClusterSpec(version="3.6.5"))["args"]
-    assert "--experimental-peer-skip-client-san-verification=true" in etcd_container(
-        ClusterSpec(version="3.4.37"))["args"]
+    assert (
+        "--experimental-peer-skip-client-san-verification=true"
+        in etcd_container(ClusterSpec(version="3.4.37"))["args"]
+    )
 
 
 def test_no_peer_tls_flags_without_tls() -> None:

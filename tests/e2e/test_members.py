@@ -1,0 +1,313 @@
+"""Real etcd pods on a real node: three static pods (the reference), then the operator's cluster.
+
+The static pods are what any etcd on Kubernetes must at least do, and their time from
+``kubectl apply`` to all Ready is the yardstick for the operator's (issue 16: at most 1.5x).
+The operator runs as a host process here (``etcd-supervisor run --kubeconfig`` with the deployed
+ServiceAccount's token), resolving member names through cluster DNS like a pod would.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from supervisor.kube import manifests as m
+from tests.e2e.conftest import Cluster
+from tests.harness import images
+from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+
+# Filled as the tests run; the operator test divides by the static pods' time.
+TIMINGS: dict[str, float] = {}
+
+
+def wait_for(what: str, check: Any, timeout: float, poll: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
+    return list(cluster.get_json("pods", "-l", selector, namespace=namespace)["items"])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+# --- the reference: three static etcd pods ------------------------------------------------------
+
+
+def static_members(namespace: str, version: str, names: list[str]) -> list[dict[str, Any]]:
+    host = lambda n: f"{n}.static-peer.{namespace}.svc.cluster.local"  # noqa: E731
+    initial = ",".join(f"{n}=http://{host(n)}:2380" for n in names)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "static-peer", "namespace": namespace},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"app": "static"},
+            "ports": [{"name": "peer", "port": 2380}],
+        },
+    }
+    # The same image, volume kind, probe and DNS names as the operator's members: only the
+    # orchestration differs.
+    out = [service]
+    for n in names:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": n, "namespace": namespace, "labels": {"app": "static"}},
+                "spec": {
+                    "hostname": n,
+                    "subdomain": "static-peer",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "etcd",
+                            "image": f"{images.ETCD_REPOSITORY}:v{version}",
+                            "command": ["/usr/local/bin/etcd"],
+                            "args": [
+                                f"--name={n}",
+                                "--data-dir=/var/lib/etcd/data",
+                                "--listen-peer-urls=http://0.0.0.0:2380",
+                                "--listen-client-urls=http://0.0.0.0:2379",
+                                "--listen-metrics-urls=http://0.0.0.0:2381",
+                                f"--advertise-client-urls=http://{host(n)}:2379",
+                                f"--initial-advertise-peer-urls=http://{host(n)}:2380",
+                                f"--initial-cluster={initial}",
+                                "--initial-cluster-state=new",
+                                "--initial-cluster-token=static",
+                            ],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/health?serializable=true", "port": 2381},
+                                "initialDelaySeconds": 0,
+                                "periodSeconds": 1,
+                                "failureThreshold": 3,
+                            },
+                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+                        }
+                    ],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                },
+            }
+        )
+    return out
+
+
+def test_three_static_etcd_pods_become_ready_and_serve(e2e_cluster: Cluster, e2e_namespace: str) -> None:
+    names = ["static-0", "static-1", "static-2"]
+    start = time.monotonic()
+    e2e_cluster.apply(static_members(e2e_namespace, e2e_cluster.etcd_version, names))
+    wait_for(
+        "3 static etcd pods Ready",
+        lambda: len(p := pods(e2e_cluster, e2e_namespace, "app=static")) == 3 and all(map(is_ready, p)),
+        120,
+    )
+    TIMINGS["static"] = time.monotonic() - start
+    print(f"\nthree static etcd pods: apply -> all Ready in {TIMINGS['static']:.2f}s")
+
+    ns = ["-n", e2e_namespace]
+    e2e_cluster.kubectl("exec", *ns, "static-0", "--", "etcdctl", "put", "greeting", "hello")
+    got = e2e_cluster.kubectl(
+        "exec", *ns, "static-2", "--", "etcdctl", "get", "--print-value-only", "greeting"
+    )
+    assert got.stdout.strip() == "hello"
+    members = e2e_cluster.kubectl("exec", *ns, "static-1", "--", "etcdctl", "member", "list").stdout
+    assert sorted(line.split(", ")[2] for line in members.splitlines()) == names
+
+
+# --- the operator, as a host process --------------------------------------------------------------
+
+
+def operator_kubeconfig(cluster: Cluster, work: Path) -> Path:
+    """deploy/base without its Deployment (the operator runs on the host here), and a
+    kubeconfig with the operator ServiceAccount's token: exactly the deployed rights."""
+    rendered = cluster.kubectl("kustomize", DEPLOY_BASE).stdout
+    objs = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] != "Deployment"]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(objs))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.io")
+    token = cluster.kubectl(
+        "create", "token", OPERATOR_SERVICE_ACCOUNT, "-n", OPERATOR_NAMESPACE, "--duration=2h"
+    ).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for ctx in config["contexts"]:
+        ctx["context"]["user"] = "operator"
+    config["users"] = [{"name": "operator", "user": {"token": token}}]
+    path = work / "operator.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """The operator watching this test's namespace; yields its log file."""
+    kubeconfig = operator_kubeconfig(e2e_cluster, tmp_path)
+    cli = Path(sys.executable).parent / "etcd-supervisor"
+    cmd = e2e_cluster.host_dns_command(
+        [
+            cli,
+            "--log-format",
+            "text",
+            "run",
+            "--kubeconfig",
+            kubeconfig,
+            "--namespace",
+            e2e_namespace,
+            "--health-port",
+            str(_free_port()),
+        ]
+    )
+    log = tmp_path / "operator.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        print(f"operator log (tail):\n{''.join(log.read_text(errors='replace').splitlines(True)[-15:])}")
+
+
+def etcd_cluster(name: str, version: str, *, tls: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "size": 3,
+            "version": version,
+            "repository": images.ETCD_REPOSITORY,
+            "storage": {"size": "1Gi", "reclaimPolicy": "Delete"},
+            "security": {"tls": {"enabled": tls}},
+        },
+    }
+
+
+def form_cluster(cluster: Cluster, namespace: str, name: str, *, tls: bool) -> tuple[float, dict[str, Any]]:
+    """Apply a 3-member EtcdCluster; until Running. Returns (seconds, every pod seen by uid)."""
+    seen: dict[str, dict[str, Any]] = {}
+    selector = f"{m.LABEL_INSTANCE}={name},{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
+
+    def running() -> bool:
+        for p in pods(cluster, namespace, selector):
+            seen[p["metadata"]["uid"]] = p
+        status = cluster.get_json("etcdcluster", name, namespace=namespace).get("status") or {}
+        return status.get("phase") == "Running"
+
+    start = time.monotonic()
+    cluster.apply([etcd_cluster(name, cluster.etcd_version, tls=tls)], namespace=namespace)
+    wait_for(f"EtcdCluster {name} Running", running, 180)
+    return time.monotonic() - start, seen
+
+
+def assert_no_member_failed(seen: dict[str, Any]) -> None:
+    names = sorted(p["metadata"]["name"] for p in seen.values())
+    failed = [p["metadata"]["name"] for p in seen.values() if p["status"].get("phase") == "Failed"]
+    assert not failed, f"member pods failed: {failed}"
+    assert len(seen) == 3, f"member pods were recreated: {names}"
+
+
+def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[str]:
+    data = cluster.get_json("secret", m.tls_secret_name(m.ClusterRef(namespace, name)), namespace=namespace)[
+        "data"
+    ]
+    flags = []
+    for key, flag in ((m.TLS_CA_CERT, "cacert"), (m.TLS_CLIENT_CERT, "cert"), (m.TLS_CLIENT_KEY, "key")):
+        (work / key).write_bytes(base64.b64decode(data[key]))
+        flags.append(f"--{flag}={work / key}")
+    return flags
+
+
+def test_operator_forms_a_tls_cluster_of_real_pods(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path, tmp_path: Path
+) -> None:
+    seconds, seen = form_cluster(e2e_cluster, e2e_namespace, "demo", tls=True)
+    TIMINGS["operator-tls"] = seconds
+    ratio = f" = {seconds / TIMINGS['static']:.2f}x the static pods" if "static" in TIMINGS else ""
+    print(f"\nEtcdCluster (3 members, TLS): apply -> Running in {seconds:.2f}s{ratio}")
+    # The peer-SAN fix: no learner's first peer connection refused, so no pod crashed.
+    assert_no_member_failed(seen)
+
+    ref = m.ClusterRef(e2e_namespace, "demo")
+    ns = ["-n", e2e_namespace]
+    # Member names resolve, through cluster DNS, to the pods' own addresses.
+    for p in pods(e2e_cluster, e2e_namespace, f"{m.LABEL_INSTANCE}=demo"):
+        host = m.member_host(ref, p["metadata"]["name"])
+        out = subprocess.run(
+            e2e_cluster.host_dns_command(["getent", "hosts", host]),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert out.split()[0] == p["status"]["podIP"], (host, out)
+
+    # put through the client Service (a ClusterIP) from this host, get back from inside a pod.
+    etcdctl = images.default_etcd_dir() / "etcdctl"
+    client = f"https://{m.client_service_hosts(ref)[-1]}:{m.CLIENT_PORT}"
+    put = e2e_cluster.host_dns_command(
+        [
+            etcdctl,
+            f"--endpoints={client}",
+            *tls_files(e2e_cluster, e2e_namespace, "demo", tmp_path),
+            "put",
+            "greeting",
+            "hello",
+        ]
+    )
+    subprocess.run(put, check=True, capture_output=True, text=True, timeout=30)
+    in_pod = [
+        f"--endpoints=https://{m.client_service_hosts(ref)[2]}:{m.CLIENT_PORT}",
+        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
+        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
+        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
+    ]
+    got = e2e_cluster.kubectl(
+        "exec", *ns, "demo-2", "--", "etcdctl", *in_pod, "get", "--print-value-only", "greeting"
+    )
+    assert got.stdout.strip() == "hello"
+    members = json.loads(
+        e2e_cluster.kubectl(
+            "exec", *ns, "demo-0", "--", "etcdctl", *in_pod, "member", "list", "-w", "json"
+        ).stdout
+    )["members"]
+    assert len(members) == 3 and not any(mem.get("isLearner") for mem in members)
+
+
+def test_operator_forms_a_plain_cluster_without_waiting_out_probes(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+) -> None:
+    """Each learner used to wait ~11 s for its first readiness probe (37 s for 3 members)."""
+    seconds, seen = form_cluster(e2e_cluster, e2e_namespace, "plain", tls=False)
+    TIMINGS["operator-plain"] = seconds
+    print(f"\nEtcdCluster (3 members, no TLS): apply -> Running in {seconds:.2f}s")
+    assert_no_member_failed(seen)
+    assert seconds < 20, f"{seconds:.1f}s: members still wait on slow readiness probes?"

@@ -1,0 +1,70 @@
+"""The operator as users install it: ``kubectl apply --server-side -k deploy/``, a real pod
+authenticating with its in-cluster ServiceAccount, reaching the API server through the
+``kubernetes`` Service and its members through cluster DNS.
+
+On the built-in node the image is tests/harness/images.py's operator_archive (deploy/Dockerfile's
+two parts as layers of our own: no base image can be pulled here); on another cluster
+(E2E_KUBECONFIG) ``etcd-supervisor:dev`` must already be loaded (deploy/kind does that).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import Cluster
+from tests.e2e.test_members import TIMINGS, assert_no_member_failed, form_cluster
+from tests.harness import images
+from tests.harness.components import require
+from tests.harness.kube import OPERATOR_NAMESPACE, REPO
+from tests.harness.node import ROOT
+
+
+@pytest.fixture
+def deployed_operator(e2e_cluster: Cluster) -> Iterator[None]:
+    if e2e_cluster.node is not None:
+        archive = require("operator image", lambda: images.operator_archive(ROOT / "images"))
+        e2e_cluster.node.import_image(archive)
+    e2e_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", REPO / "deploy")
+    try:
+        e2e_cluster.kubectl(
+            "rollout",
+            "status",
+            "-n",
+            OPERATOR_NAMESPACE,
+            "deployment/etcd-supervisor",
+            "--timeout=180s",
+            timeout=200,
+        )
+        yield
+    finally:
+        logs = e2e_cluster.kubectl(
+            "logs", "-n", OPERATOR_NAMESPACE, "deployment/etcd-supervisor", "--tail=20", check=False
+        )
+        print(f"operator pod log (tail):\n{logs.stdout}{logs.stderr}")
+        # Later tests run operators of their own: this one must not manage their clusters.
+        e2e_cluster.kubectl(
+            "scale", "-n", OPERATOR_NAMESPACE, "deployment/etcd-supervisor", "--replicas=0", check=False
+        )
+
+
+def test_deployed_operator_forms_a_tls_cluster(
+    e2e_cluster: Cluster, e2e_namespace: str, deployed_operator: None
+) -> None:
+    start = time.monotonic()
+    seconds, seen = form_cluster(e2e_cluster, e2e_namespace, "inpod", tls=True)
+    TIMINGS["operator-pod-tls"] = seconds
+    ratio = f" = {seconds / TIMINGS['static']:.2f}x the static pods" if "static" in TIMINGS else ""
+    print(f"\nEtcdCluster (3 members, TLS, operator pod): apply -> Running in {seconds:.2f}s{ratio}")
+    assert_no_member_failed(seen)
+    tls = ["--cacert=/etc/etcd/tls/ca.crt", "--cert=/etc/etcd/tls/tls.crt", "--key=/etc/etcd/tls/tls.key"]
+    endpoint = f"--endpoints=https://inpod-client.{e2e_namespace}.svc:2379"
+    ns = ["-n", e2e_namespace]
+    e2e_cluster.kubectl("exec", *ns, "inpod-0", "--", "etcdctl", endpoint, *tls, "put", "k", "v")
+    got = e2e_cluster.kubectl(
+        "exec", *ns, "inpod-1", "--", "etcdctl", endpoint, *tls, "get", "--print-value-only", "k"
+    )
+    assert got.stdout.strip() == "v"
+    assert time.monotonic() - start < 300

