@@ -1,5 +1,5 @@
-"""The etcd releases built from the Go modules (`make etcd-versions`): each binary is the version
-pinned in tests/envtest/etcd-versions.txt, and each etcd serves a one-member cluster."""
+"""The etcd releases built from the Go modules by `make etcd-versions` (skipped until built):
+each binary is the version pinned in tests/envtest/etcd-versions.txt, and each etcd serves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from tests.harness.etcd import running_cluster
 from tests.harness.etcd_versions import built_or_skip, pinned_versions, reported_version
 
 
-@pytest.mark.slow  # the first run builds the version (minutes); later ones find it in the cache
 @pytest.mark.parametrize("version", pinned_versions())
 def test_built_binaries_report_their_version_and_serve(version: str, tmp_path: Path) -> None:
     binaries = built_or_skip(version)

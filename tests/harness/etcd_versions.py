@@ -12,12 +12,12 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.harness.components import MissingComponent, require
+import pytest
+
 from tests.harness.etcd import EtcdBinaries
 
 ENVTEST = Path(__file__).resolve().parents[1] / "envtest"
 VERSIONS_FILE = ENVTEST / "etcd-versions.txt"
-BUILD_SCRIPT = ENVTEST / "build-etcd.sh"
 
 
 def pinned_versions() -> list[str]:
@@ -49,15 +49,8 @@ def reported_version(binary: Path, *args: str) -> str | None:
     return found.group(1) if found else None
 
 
-def find_built(version: str) -> EtcdBinaries:
-    """The binaries of ``version``, built first if they are not in the cache (minutes, once)."""
-    try:
-        built = subprocess.run([str(BUILD_SCRIPT), version], capture_output=True, text=True, timeout=1800)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise MissingComponent(f"etcd {version}: {BUILD_SCRIPT.name} did not finish: {exc}") from exc
-    if built.returncode != 0:
-        tail = " ".join(built.stderr.strip().splitlines()[-3:])
-        raise MissingComponent(f"etcd {version} not built (`make etcd-versions`): {tail}")
+def find_built(version: str) -> EtcdBinaries | str:
+    """The cached binaries of ``version``, or why there are none (nothing is built here)."""
     directory = cache_dir(version)
     etcdutl = directory / "etcdutl"
     binaries = EtcdBinaries(
@@ -66,11 +59,22 @@ def find_built(version: str) -> EtcdBinaries:
         etcdutl=etcdutl if etcdutl.exists() else None,  # 3.4 keeps the offline tools in etcdctl
         version=version,
     )
+    if not (binaries.etcd.exists() and binaries.etcdctl.exists()):
+        return f"etcd {version} not built in {directory} (`make etcd-versions`, minutes per version)"
     reported = reported_version(binaries.etcd, "--version")
     if reported != version:
-        raise MissingComponent(f"{binaries.etcd} reports etcd {reported}, not the pinned {version}")
+        return f"{binaries.etcd} reports etcd {reported}, not the pinned {version}"
     return binaries
 
 
 def built_or_skip(version: str) -> EtcdBinaries:
-    return require(f"etcd {version} (built)", lambda: find_built(version))
+    """The cached build of ``version``; a skip without one, under CI=true too.
+
+    `make test` does not build these yet: a cold build of the three versions took about ten
+    minutes on the shared two-core machine, beyond what set-up may cost. When a tier needs
+    them and `make test` builds them, a missing build must fail CI (``components.missing``).
+    """
+    found = find_built(version)
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
