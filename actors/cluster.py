@@ -1,49 +1,45 @@
-"""The cluster actor: one per EtcdCluster. Observes, asks plan.py, executes one step.
+"""The cluster actor: one per EtcdCluster. Folds messages into facts, asks the plan, executes.
 
 Its mailbox carries spec changes, runtime events, member probes and health ticks, all
-level-triggered and coalesced: any of them only means "look again". The actor keeps no
-state that matters beyond the last probes; desired state comes from `desired()` and the
-rest is read back from the runtime and etcd on every pass, so a restart loses nothing.
+level-triggered and coalesced. `handle` only folds a message into what the actor knows;
+`on_drained` (once the mailbox is empty) observes what is stale, asks plan.py for the next
+step, publishes the status and the `Observed` it acted on, and executes the step. The actor
+keeps no decisions of its own (those are the planners', assess()'s and HoldOff's) and no state
+that matters beyond the last probes: desired state comes from `desired()` and the rest is
+read back from the runtime and etcd, so a restart loses nothing.
+
+What is read when: the runtime's members and etcd's member list on a tick, a runtime event,
+a spec change or after a step (one list_members and one member_list); probe answers alone
+replan on those facts without calling anything.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 
 import trio
 from attrs import frozen
 
-from actors.errors import EtcdError, MemberNotFound
+from actors.actions import Action, ActionContext, Step
+from actors.assess import assess
+from actors.errors import EtcdError
+from actors.holdoff import HoldOff
 from actors.member import MemberActor, MemberProbed, Probe
 from actors.model import (
     ClusterRef,
     ClusterResource,
     ClusterStatus,
-    Condition,
+    EtcdMember,
     MemberHealth,
-    MemberLaunch,
     Phase,
-    ProcessState,
     RuntimeMember,
 )
-from actors.plan import (
-    Action,
-    AddLearner,
-    DeleteRuntimeMember,
-    MoveLeader,
-    Observed,
-    PromoteLearner,
-    RemoveMember,
-    StartMember,
-    StartSeed,
-    Wait,
-    assess,
-    plan,
-)
-from actors.ports import EtcdAdmin, EventSink, MemberRuntime, StatusSink
+from actors.observed import Observed
+from actors.plan import PLANNERS, Planner, plan
+from actors.ports import ClusterPorts, MemberRuntime
 from supervisor.runtime import (
     Actor,
     ChildSpec,
@@ -56,14 +52,6 @@ from supervisor.runtime import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@frozen
-class ClusterPorts:
-    runtime: MemberRuntime
-    admin: EtcdAdmin
-    status: StatusSink
-    events: EventSink
 
 
 @frozen
@@ -84,12 +72,44 @@ class Desired:
     problem: str | None = None  # an invalid edit keeps the last good spec, reported here
 
 
+class ObservedFeed:
+    """The latest `Observed` the cluster actor acted on, for per-cluster children to read.
+
+    Children never observe on their own: they read what the cluster actor saw, so every part
+    of a cluster's tree agrees on who is healthy and who leads. Outlives actor restarts.
+    """
+
+    def __init__(self) -> None:
+        self._latest: Observed | None = None
+        self._published = trio.Event()
+
+    @property
+    def latest(self) -> Observed | None:
+        return self._latest
+
+    def publish(self, observed: Observed) -> None:
+        self._latest = observed
+        self._published.set()
+        self._published = trio.Event()
+
+    async def wait_next(self) -> Observed:
+        """The next `Observed` published from now on."""
+        await self._published.wait()
+        assert self._latest is not None
+        return self._latest
+
+
 # --- messages -------------------------------------------------------------------------------
 
 
 @frozen
 class SpecChanged:
     pass
+
+
+@frozen
+class LookAgain:
+    """Re-read the runtime and etcd's membership: a step was taken, or the actor just started."""
 
 
 @frozen
@@ -107,15 +127,17 @@ class GetStatus:
     reply: Reply[ClusterStatus | None]
 
 
-ClusterMessage = SpecChanged | Tick | RuntimeChanged | MemberProbed | GetStatus
+ClusterMessage = SpecChanged | LookAgain | Tick | RuntimeChanged | MemberProbed | GetStatus
 
 
 def coalesce_key(msg: ClusterMessage) -> Hashable | None:
     match msg:
-        case SpecChanged() | Tick():
+        case SpecChanged() | LookAgain():
             return "look-again"  # both mean the same: observe and decide afresh
+        case Tick():
+            return "tick"  # look again and probe every member
         case RuntimeChanged(name=name):
-            return ("runtime", name)  # also "look again", and probe this member eagerly
+            return ("runtime", name)  # look again, and probe this member eagerly
         case MemberProbed(name=name):
             return ("probe", name)  # only the latest answer per member matters
         case _:
@@ -125,11 +147,11 @@ def coalesce_key(msg: ClusterMessage) -> Hashable | None:
 class MemberActors:
     """The member actors of one cluster, under their own supervisor, kept in step with the runtime."""
 
-    def __init__(self, cluster: ClusterRef, admin: EtcdAdmin, timing: Timing) -> None:
+    def __init__(self, cluster: ClusterRef, ports: ClusterPorts, timing: Timing) -> None:
         self.supervisor = Supervisor(
             f"{cluster} members", strategy=Strategy.ONE_FOR_ONE, intensity=Intensity(20, 10.0)
         )
-        self._admin = admin
+        self._admin = ports.admin
         self._timing = timing
         self._handles: dict[str, Handle[Probe]] = {}
 
@@ -140,26 +162,29 @@ class MemberActors:
             await self.supervisor.remove_child(child_id)
             self._handles.pop(child_id, None)
         for name in sorted(set(wanted) - running):
-            member = wanted[name]
-            spec, handle = actor_child(
+            await self._add(name, wanted[name].urls.client_url, report)
+
+    async def _add(self, name: str, client_url: str, report: Callable[[MemberProbed], None]) -> None:
+        timing = self._timing
+        spec, handle = actor_child(
+            name,
+            partial(
+                MemberActor,
                 name,
-                partial(
-                    MemberActor,
-                    name,
-                    member.urls.client_url,
-                    self._admin,
-                    report,
-                    probe_timeout=self._timing.probe_timeout,
-                    eager_interval=self._timing.eager_probe_interval,
-                    eager_window=self._timing.tick,
-                ),
-                mailbox_capacity=4,
-                coalesce_key=lambda probe: ("probe", probe.eager),
-                shutdown=1.0,
-            )
-            await self.supervisor.add_child(spec)
-            self._handles[name] = handle
-            self.probe(name, eager=True)  # a new member: its first answer is awaited
+                client_url,
+                self._admin,
+                report,
+                probe_timeout=timing.probe_timeout,
+                eager_interval=timing.eager_probe_interval,
+                eager_window=timing.tick,
+            ),
+            mailbox_capacity=4,
+            coalesce_key=lambda probe: ("probe", probe.eager),
+            shutdown=1.0,
+        )
+        await self.supervisor.add_child(spec)
+        self._handles[name] = handle
+        self.probe(name, eager=True)  # a new member: its first answer is awaited
 
     def probe_all(self) -> None:
         for name in self.supervisor.child_ids():
@@ -179,28 +204,26 @@ class ClusterActor(Actor[ClusterMessage]):
         ports: ClusterPorts,
         timing: Timing,
         members: MemberActors,
+        feed: ObservedFeed,
+        planners: Sequence[Planner] = PLANNERS,
     ) -> None:
         self.ref = ref
         self._desired = desired
         self._ports = ports
         self._timing = timing
         self._members = members
+        self._feed = feed
+        self._planners = planners
         self._health: dict[str, tuple[MemberHealth | None, float]] = {}
-        self._phase: Phase | None = None
+        self._runtime: tuple[RuntimeMember, ...] = ()
+        self._membership: tuple[EtcdMember, ...] | None = None
+        self._stale = True  # runtime and membership must be read again before deciding
+        self._dirty = False  # something changed since the last decision
         self._status: ClusterStatus | None = None
-        # After a refused step, hold off (doubling each time) instead of retrying in a tight
-        # loop: etcd may refuse a step for seconds (a promotion of a lagging learner, say).
-        self._failures = 0
-        self._hold_until = float("-inf")
+        self._holdoff = HoldOff()
 
     async def on_start(self) -> None:
-        self._look_again()
-
-    def _report_probe(self, probed: MemberProbed) -> None:
-        nudge(self.handle_ref, probed)
-
-    def _look_again(self) -> None:
-        nudge(self.handle_ref, Tick())
+        nudge(self.handle_ref, LookAgain())
 
     async def handle(self, msg: ClusterMessage) -> None:
         match msg:
@@ -210,197 +233,105 @@ class ClusterActor(Actor[ClusterMessage]):
             case MemberProbed(name=name, health=health):
                 self._health[name] = (health, trio.current_time())
             case Tick():
+                self._stale = True
                 self._members.probe_all()
             case RuntimeChanged(name=name):
+                self._stale = True
                 self._members.probe(name, eager=True)  # started, ready or exited: ask it now
-        await self.reconcile()
+            case SpecChanged() | LookAgain():
+                self._stale = True
+        self._dirty = True
+
+    async def on_drained(self) -> None:
+        if self._dirty:
+            self._dirty = False
+            await self.reconcile()
 
     async def reconcile(self) -> None:
         desired = self._desired()
         spec = desired.resource.spec
         observed = await self._observe()
-        step = plan(self.ref, spec, observed)
+        step = plan(spec, observed, self._planners)
         await self._publish(desired, observed, step)
-        await self._members.sync(observed.runtime, self._report_probe)
-        if step is None or isinstance(step, Wait) or trio.current_time() < self._hold_until:
-            return
+        self._feed.publish(observed)
+        await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
+        if isinstance(step, Action) and self._holdoff.allows(trio.current_time()):
+            await self._execute(step, ActionContext(spec, observed, self._ports.runtime, self._ports.admin))
+
+    async def _observe(self) -> Observed:
+        health = self._fresh_health()
+        answering = any(h is not None for h in health.values())
+        if self._stale:
+            self._runtime = tuple(await self._ports.runtime.list_members(self.ref))
+            health = self._fresh_health()
+        if self._stale or (self._membership is None and answering):
+            partial_view = Observed(self.ref, self._runtime, None, health)
+            self._membership = await self._member_list(partial_view.endpoints())
+        self._stale = False
+        return Observed(self.ref, self._runtime, self._membership, health)
+
+    def _fresh_health(self) -> dict[str, MemberHealth | None]:
+        now = trio.current_time()
+        names = {r.name for r in self._runtime}
+        self._health = {n: v for n, v in self._health.items() if n in names}
+        return {n: h for n, (h, at) in self._health.items() if now - at <= self._timing.health_ttl}
+
+    async def _member_list(self, endpoints: list[str]) -> tuple[EtcdMember, ...] | None:
+        if not endpoints:
+            return None
+        with trio.move_on_after(self._timing.call_timeout):
+            try:
+                return tuple(await self._ports.admin.member_list(endpoints))
+            except EtcdError:
+                pass
+        return None
+
+    async def _publish(self, desired: Desired, observed: Observed, step: Step | None) -> None:
+        previous = self._status
+        status = assess(
+            desired.resource.spec,
+            observed,
+            previous=previous.phase if previous else None,
+            generation=desired.resource.generation,
+            step=step,
+            now=time.time(),  # condition timestamps are for people: wall time, not trio's clock
+            previous_conditions=previous.conditions if previous else (),
+            problem=desired.problem,
+        )
+        if previous is not None and status.phase is not previous.phase:
+            await self._ports.events.record(
+                self.ref,
+                reason=f"Phase{status.phase.value}",
+                message=f"{previous.phase.value} -> {status.phase.value}: {status.message}",
+                warning=status.phase is Phase.FAILED,
+            )
+        if status != previous:
+            self._status = status
+            await self._ports.status.publish(self.ref, status)
+
+    async def _execute(self, step: Action, ctx: ActionContext) -> None:
+        name = type(step).__name__
         log.info(
             "cluster %s: %s",
             self.ref,
             step,
-            extra={"event": "action", "cluster": str(self.ref), "action": type(step).__name__},
+            extra={"event": "action", "cluster": str(self.ref), "action": name},
         )
         try:
             with trio.fail_after(self._timing.call_timeout * 3):
-                await self._execute(step, observed, desired.resource)
+                await step.execute(ctx)
         except (EtcdError, trio.TooSlowError) as exc:
             # Refused or unreachable: observe again later and decide afresh.
-            self._failures += 1
-            # Once a tick at first (etcd's own refusals, like a learner not caught up yet,
-            # clear within seconds), then doubling up to 16 ticks.
-            hold = self._timing.tick * min(2 ** max(0, self._failures - 5), 16)
-            self._hold_until = trio.current_time() + hold
-            log.warning(
-                "cluster %s: %s failed (holding off %.1fs): %r", self.ref, type(step).__name__, hold, exc
-            )
+            self._holdoff = self._holdoff.refused(trio.current_time(), self._timing.tick)
+            self._stale = True  # the step may have half-happened
+            log.warning("cluster %s: %s failed (holding off): %r", self.ref, name, exc)
             await self._ports.events.record(
-                self.ref, reason=f"{type(step).__name__}Failed", message=f"{step}: {exc!r}", warning=True
+                self.ref, reason=step.failure_reason, message=f"{step}: {exc!r}", warning=True
             )
             return
-        self._failures = 0
-        await self._ports.events.record(self.ref, reason=_event_reason(step), message=_describe(step))
-        self._look_again()  # the next step may be ready now; don't wait for the tick
-
-    async def _observe(self) -> Observed:
-        runtime = tuple(await self._ports.runtime.list_members(self.ref))
-        now = trio.current_time()
-        names = {r.name for r in runtime}
-        health = {
-            name: h
-            for name, (h, at) in self._health.items()
-            if name in names and now - at <= self._timing.health_ttl
-        }
-        self._health = {n: v for n, v in self._health.items() if n in names}
-        etcd_members = None
-        endpoints = _endpoints(runtime, health)
-        if endpoints:
-            with trio.move_on_after(self._timing.call_timeout):
-                try:
-                    etcd_members = tuple(await self._ports.admin.member_list(endpoints))
-                except EtcdError:
-                    etcd_members = None
-        return Observed(runtime, etcd_members, health)
-
-    async def _publish(self, desired: Desired, observed: Observed, step: Action | Wait | None) -> None:
-        status = assess(
-            desired.resource.spec,
-            observed,
-            previous=self._phase,
-            generation=desired.resource.generation,
-            step=step,
-            now=_wall_clock(),
-            previous_conditions=self._status.conditions if self._status else (),
-        )
-        if desired.problem:
-            status = _with_invalid_spec(status, desired.problem)
-        if self._phase is not None and status.phase is not self._phase:
-            await self._ports.events.record(
-                self.ref,
-                reason=f"Phase{status.phase.value}",
-                message=f"{self._phase.value} -> {status.phase.value}: {status.message}",
-                warning=status.phase is Phase.FAILED,
-            )
-        self._phase = status.phase
-        if status != self._status:
-            self._status = status
-            await self._ports.status.publish(self.ref, status)
-
-    async def _execute(self, step: Action, observed: Observed, resource: ClusterResource) -> None:
-        runtime, admin = self._ports.runtime, self._ports.admin
-        by_name = observed.runtime_by_name()
-        endpoints = _endpoints(observed.runtime, observed.health)
-        match step:
-            case StartSeed(name=name):
-                urls = await runtime.allocate_member(self.ref, name)
-                launch = MemberLaunch(self.ref, name, urls, ((name, urls.peer_url),), "new", resource.spec)
-                await runtime.start_member(launch)
-            case StartMember(name=name, initial_cluster=initial):
-                urls = by_name[name].urls
-                launch = MemberLaunch(
-                    self.ref, name, urls, initial or ((name, urls.peer_url),), "existing", resource.spec
-                )
-                await runtime.start_member(launch)
-            case AddLearner(name=name):
-                # Addresses first, so etcd never lists a peer URL the runtime cannot serve.
-                urls = await runtime.allocate_member(self.ref, name)
-                try:
-                    await admin.add_learner(endpoints, urls.peer_url)
-                except EtcdError:
-                    # Give the addresses back; if etcd did add it after all, plan removes the
-                    # learner that has no runtime member.
-                    await runtime.delete_member(self.ref, name)
-                    raise
-            case PromoteLearner(member_id=member_id):
-                await admin.promote(endpoints, member_id)
-            case MoveLeader(to_id=to_id):
-                await admin.move_leader(endpoints, to_id)
-            case RemoveMember(member_id=member_id, name=name):
-                try:
-                    await admin.remove(endpoints, member_id)
-                except MemberNotFound:
-                    pass  # removed already, by an earlier incarnation of this actor
-                if name:
-                    await runtime.delete_member(self.ref, name)
-            case DeleteRuntimeMember(name=name):
-                await runtime.delete_member(self.ref, name)
-
-
-def _endpoints(runtime: tuple[RuntimeMember, ...], health: Mapping[str, MemberHealth | None]) -> list[str]:
-    """Client URLs to aim etcd calls at: the leader first, then voters, then the rest."""
-
-    def rank(r: RuntimeMember) -> tuple[int, str]:
-        h = health.get(r.name)
-        if h is None:
-            return (3, r.name)
-        if h.member_id == h.leader_id:
-            return (0, r.name)
-        return (2 if h.is_learner else 1, r.name)
-
-    live = [r for r in runtime if r.state in (ProcessState.RUNNING, ProcessState.STARTING)]
-    return [r.urls.client_url for r in sorted(live, key=rank)]
-
-
-def _with_invalid_spec(status: ClusterStatus, problem: str) -> ClusterStatus:
-    conditions = tuple(
-        Condition("Degraded", "True", "InvalidSpec", problem, c.last_transition_time)
-        if c.type == "Degraded"
-        else c
-        for c in status.conditions
-    )
-    return ClusterStatus(
-        phase=status.phase,
-        ready_replicas=status.ready_replicas,
-        observed_generation=status.observed_generation,
-        members=status.members,
-        conditions=conditions,
-        message=f"latest spec rejected, still serving the previous one: {problem}",
-    )
-
-
-def _event_reason(step: Action) -> str:
-    return {
-        StartSeed: "SeedStarted",
-        StartMember: "MemberStarted",
-        AddLearner: "LearnerAdded",
-        PromoteLearner: "LearnerPromoted",
-        MoveLeader: "LeaderMoved",
-        RemoveMember: "MemberRemoved",
-        DeleteRuntimeMember: "MemberDeleted",
-    }[type(step)]
-
-
-def _describe(step: Action) -> str:
-    match step:
-        case StartSeed(name=name):
-            return f"started seed member {name}"
-        case StartMember(name=name, reason=reason):
-            return f"started member {name}: {reason}"
-        case AddLearner(name=name):
-            return f"added learner {name}"
-        case PromoteLearner(name=name):
-            return f"promoted learner {name} to voting member"
-        case MoveLeader(to_name=name, reason=reason):
-            return f"moved leadership to {name}: {reason}"
-        case RemoveMember(name=name, member_id=member_id, reason=reason):
-            return f"removed member {name} ({member_id:x}): {reason}"
-        case DeleteRuntimeMember(name=name, reason=reason):
-            return f"deleted {name}: {reason}"
-    return str(step)
-
-
-def _wall_clock() -> float:
-    # Condition timestamps are for people: wall time, not trio's clock.
-    return time.time()
+        self._holdoff = HoldOff()
+        await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
+        nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
 
 
 def nudge(handle: Handle[ClusterMessage], msg: ClusterMessage) -> None:
@@ -443,34 +374,64 @@ async def run_ticker(
         nudge(handle, Tick())
 
 
-def cluster_tree(
-    ref: ClusterRef, desired: Callable[[], Desired], ports: ClusterPorts, timing: Timing
-) -> tuple[Supervisor, Handle[ClusterMessage]]:
-    """The supervision tree of one cluster: member actors, the cluster actor, its ticker.
+@frozen
+class ClusterContext:
+    """What a per-cluster child gets: who the cluster is, what is wanted, what was seen, the ports."""
 
-    rest_for_one: the cluster actor depends on the member supervisor (it adds and removes
-    member actors), so a crash restarts what comes after; the runtime-event forwarder and the
-    ticker only feed the mailbox, which outlives every incarnation of the actor.
+    ref: ClusterRef
+    desired: Callable[[], Desired]
+    ports: ClusterPorts
+    timing: Timing
+    feed: ObservedFeed
+    handle: Handle[ClusterMessage]  # to nudge the cluster actor
+
+
+# A per-cluster child beside the members and the cluster actor (backup schedule, defrag, ...).
+ChildFactory = Callable[[ClusterContext], ChildSpec]
+
+
+def cluster_tree(
+    ref: ClusterRef,
+    desired: Callable[[], Desired],
+    ports: ClusterPorts,
+    timing: Timing,
+    *,
+    children: Sequence[ChildFactory] = (),
+    planners: Sequence[Planner] = PLANNERS,
+) -> tuple[Supervisor, Handle[ClusterMessage]]:
+    """The supervision tree of one cluster.
+
+    rest_for_one, in order: the per-cluster children (under a one_for_one supervisor of their
+    own, so that one failing restarts only itself), the member actors, the runtime-event
+    forwarder, the cluster actor (which adds and removes member actors, so it comes after
+    them) and its ticker. The mailbox and the feed outlive every incarnation of the actor.
     """
-    members = MemberActors(ref, ports.admin, timing)
+    feed = ObservedFeed()
+    members = MemberActors(ref, ports, timing)
     actor_spec, handle = actor_child(
         "cluster",
-        lambda: ClusterActor(ref, desired, ports, timing, members),
+        lambda: ClusterActor(ref, desired, ports, timing, members, feed, planners),
         mailbox_capacity=64,
         coalesce_key=coalesce_key,
         shutdown=timing.call_timeout,
     )
-    tree = Supervisor(
-        f"cluster {ref}",
-        [
-            ChildSpec("members", members.supervisor.run, shutdown=2.0),  # type: ignore[arg-type]
-            ChildSpec(
-                "runtime-events", partial(forward_runtime_changes, ports.runtime, ref, handle), shutdown=0.1
-            ),
-            actor_spec,
-            ChildSpec("ticker", partial(run_ticker, handle, timing.tick), shutdown=0.1),
-        ],
-        strategy=Strategy.REST_FOR_ONE,
-        intensity=Intensity(10, 30.0),
-    )
+    context = ClusterContext(ref, desired, ports, timing, feed, handle)
+    order: list[ChildSpec] = []
+    if children:
+        services = Supervisor(
+            f"{ref} services",
+            [factory(context) for factory in children],
+            strategy=Strategy.ONE_FOR_ONE,
+            intensity=Intensity(10, 60.0),
+        )
+        order.append(ChildSpec("services", services.run, shutdown=timing.call_timeout))  # type: ignore[arg-type]
+    order += [
+        ChildSpec("members", members.supervisor.run, shutdown=2.0),  # type: ignore[arg-type]
+        ChildSpec(
+            "runtime-events", partial(forward_runtime_changes, ports.runtime, ref, handle), shutdown=0.1
+        ),
+        actor_spec,
+        ChildSpec("ticker", partial(run_ticker, handle, timing.tick), shutdown=0.1),
+    ]
+    tree = Supervisor(f"cluster {ref}", order, strategy=Strategy.REST_FOR_ONE, intensity=Intensity(10, 30.0))
     return tree, handle

@@ -9,7 +9,7 @@ path and the rule, never just the first one, and nothing is silently changed.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -249,6 +249,27 @@ def _condition_to_dict(c: Condition) -> dict[str, Any]:
         "message": c.message,
         "lastTransitionTime": stamp,
     }
+
+
+def conditions_from_dicts(items: Sequence[Mapping[str, Any]]) -> tuple[Condition, ...]:
+    """Conditions as stored on an object back into records (unreadable times count as unset)."""
+    out = []
+    for item in items:
+        try:
+            stamp = datetime.strptime(str(item.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
+            when = stamp.replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            when = 0.0
+        out.append(
+            Condition(
+                str(item.get("type", "")),
+                str(item.get("status", "")),
+                str(item.get("reason", "")),
+                str(item.get("message", "")),
+                when,
+            )
+        )
+    return tuple(out)
 
 
 def _member_to_dict(m: MemberStatus) -> dict[str, Any]:

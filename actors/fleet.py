@@ -1,18 +1,33 @@
-"""The fleet: one cluster tree per EtcdCluster, started, updated and torn down as resources come and go."""
+"""The fleet: one cluster tree per EtcdCluster, started, updated and torn down as resources come and go.
+
+`open_fleet` is the one root wiring every entry point uses (the local daemon, the Kubernetes
+operator, the lifecycle and chaos tests): a root supervisor, the fleet on it, and on exit
+every cluster's ports closed after its actors stopped.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 
+import trio
 from attrs import define
 
-from actors.cluster import ClusterMessage, ClusterPorts, Desired, GetStatus, SpecChanged, Timing, cluster_tree
+from actors.cluster import ChildFactory, ClusterMessage, Desired, GetStatus, SpecChanged, Timing, cluster_tree
 from actors.model import ClusterRef, ClusterResource, ClusterStatus, ReclaimPolicy
-from actors.transitions import refused_changes
-from supervisor.runtime import ChildSpec, Handle, Supervisor
+from actors.plan import PLANNERS, Planner
+from actors.ports import ClusterPorts
+from actors.spec_changes import refused_changes
+from supervisor.runtime import ChildSpec, Handle, Intensity, Supervisor
 
 log = logging.getLogger(__name__)
+
+# Restarts of whole cluster trees tolerated before the fleet's root gives up.
+ROOT_INTENSITY = Intensity(50, 60.0)
+
+# Opens the ports of one cluster (its etcd admin above all); the fleet closes them.
+PortsFactory = Callable[[ClusterResource], ClusterPorts]
 
 
 @define
@@ -32,13 +47,17 @@ class Fleet:
     def __init__(
         self,
         root: Supervisor,
-        ports_for: Callable[[ClusterResource], ClusterPorts],
+        ports_for: PortsFactory,
         *,
         timing: Timing | None = None,
+        children: Sequence[ChildFactory] = (),
+        planners: Sequence[Planner] = PLANNERS,
     ) -> None:
         self._root = root
         self._ports_for = ports_for
         self._timing = timing or Timing()
+        self._children = tuple(children)
+        self._planners = tuple(planners)
         self._clusters: dict[ClusterRef, _Entry] = {}
 
     def refs(self) -> list[ClusterRef]:
@@ -93,7 +112,9 @@ class Fleet:
         def current() -> Desired:
             return self._clusters[ref].desired
 
-        tree, handle = cluster_tree(ref, current, ports, self._timing)
+        tree, handle = cluster_tree(
+            ref, current, ports, self._timing, children=self._children, planners=self._planners
+        )
         self._clusters[ref] = _Entry(desired, handle, ports)
         log.info("cluster %s: starting", ref, extra={"event": "cluster-start", "cluster": str(ref)})
         await self._root.add_child(_tree_child(ref, tree))
@@ -103,8 +124,16 @@ class Fleet:
         entry = self._clusters.pop(ref)
         await self._root.remove_child(str(ref))
         keep = entry.desired.resource.spec.storage.reclaim_policy is ReclaimPolicy.RETAIN
-        await entry.ports.runtime.delete_cluster(ref, keep_data=keep)
+        try:
+            await entry.ports.runtime.delete_cluster(ref, keep_data=keep)
+        finally:
+            await entry.ports.aclose()
         log.info("cluster %s: torn down (data kept: %s)", ref, keep, extra={"event": "cluster-stop"})
+
+    async def aclose(self) -> None:
+        """Close every cluster's ports; call once the root supervisor has stopped."""
+        for entry in self._clusters.values():
+            await entry.ports.aclose()
 
     async def status(self, ref: ClusterRef, *, wait_at_most: float = 5.0) -> ClusterStatus | None:
         entry = self._clusters.get(ref)
@@ -118,3 +147,30 @@ class Fleet:
 
 def _tree_child(ref: ClusterRef, tree: Supervisor) -> ChildSpec:
     return ChildSpec(str(ref), tree.run, shutdown=10.0)  # type: ignore[arg-type]  # keyword-only task_status
+
+
+@asynccontextmanager
+async def open_fleet(
+    ports_for: PortsFactory,
+    *,
+    name: str = "clusters",
+    timing: Timing | None = None,
+    intensity: Intensity = ROOT_INTENSITY,
+    children: Sequence[ChildFactory] = (),
+    planners: Sequence[Planner] = PLANNERS,
+) -> AsyncIterator[Fleet]:
+    """A Fleet on a root supervisor of its own, for the life of the block.
+
+    On exit the clusters' actors stop (members keep running: stopping them is the runtime
+    owner's call) and then every cluster's ports are closed.
+    """
+    root = Supervisor(name, intensity=intensity)
+    fleet = Fleet(root, ports_for, timing=timing, children=children, planners=planners)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            yield fleet
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await fleet.aclose()

@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from attrs import frozen
+
 from actors.model import (
     ClusterRef,
+    ClusterSpec,
     ClusterStatus,
     EtcdMember,
     MemberHealth,
@@ -36,8 +39,11 @@ class MemberRuntime(Protocol):
         """Every member this runtime holds for the cluster, running or not."""
         ...
 
-    async def allocate_member(self, cluster: ClusterRef, name: str) -> MemberUrls:
-        """Reserve a member's addresses (ports, DNS names) before etcd is told about it."""
+    async def allocate_member(self, cluster: ClusterRef, name: str, spec: ClusterSpec) -> MemberUrls:
+        """Reserve a member's addresses (ports, DNS names) before etcd is told about it.
+
+        `spec` is the spec in force (never re-read from elsewhere: a refused edit must not leak in).
+        """
         ...
 
     async def start_member(self, launch: MemberLaunch) -> None:
@@ -75,6 +81,10 @@ class EventSink(Protocol):
     ) -> None: ...
 
 
+class ClusterSinks(StatusSink, EventSink, Protocol):
+    """A status sink that is also the event sink (the local daemon's files, a test's recorder)."""
+
+
 class EtcdAdmin(Protocol):
     """The etcd operations the actors perform, aimed at a set of client endpoints.
 
@@ -95,3 +105,24 @@ class EtcdAdmin(Protocol):
     async def member_health(self, client_url: str) -> MemberHealth:
         """Status of exactly this member (never failed over to another one)."""
         ...
+
+    async def aclose(self) -> None:
+        """Close the connections; whoever opened the admin closes it."""
+        ...
+
+
+@frozen
+class ClusterPorts:
+    """Everything one cluster's actors use of the outside world.
+
+    The runtime and the sinks are shared by every cluster and belong to whoever made them;
+    the admin is the cluster's own, and closing the ports closes it.
+    """
+
+    runtime: MemberRuntime
+    admin: EtcdAdmin
+    status: StatusSink
+    events: EventSink
+
+    async def aclose(self) -> None:
+        await self.admin.aclose()

@@ -16,9 +16,7 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,9 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster import Timing
-from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
+from actors.model import ClusterRef, ClusterResource, ClusterSpec
+from bench.static_etcd import static_cluster, wait_healthy
+from supervisor.local.embedded import is_healthy, open_local_supervisor
 
 # The floor alone spreads from 0.3 s to over 1 s (etcd randomises election timers), so it
 # takes a dozen runs for medians to settle.
@@ -46,89 +46,44 @@ async def at_a_random_point_of_a_tick() -> None:
     await trio.sleep(FAULT_PHASE.uniform(0, DAEMON_TIMING.tick))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def static_floor(workdir: Path) -> float:
     """Three members started at once, all knowing each other: the fastest a cluster can form."""
-    ports = [(free_port(), free_port()) for _ in range(3)]
-    initial = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, (p, _) in enumerate(ports))
     start = time.monotonic()
-    procs = [
-        subprocess.Popen(
-            [
-                str(ETCD),
-                "--name",
-                f"m{i}",
-                "--data-dir",
-                str(workdir / f"m{i}"),
-                "--listen-peer-urls",
-                f"http://127.0.0.1:{p}",
-                "--initial-advertise-peer-urls",
-                f"http://127.0.0.1:{p}",
-                "--listen-client-urls",
-                f"http://127.0.0.1:{c}",
-                "--advertise-client-urls",
-                f"http://127.0.0.1:{c}",
-                "--initial-cluster",
-                initial,
-                "--initial-cluster-state",
-                "new",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for i, (p, c) in enumerate(ports)
-    ]
-    endpoints = ",".join(f"http://127.0.0.1:{c}" for _, c in ports)
-    try:
-        while True:
-            ok = subprocess.run(
-                [str(ETCDCTL), f"--endpoints={endpoints}", "endpoint", "health", "--command-timeout=1s"],
-                capture_output=True,
-            )
-            if ok.returncode == 0:
-                return time.monotonic() - start
-            time.sleep(0.05)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
+    with static_cluster(workdir, 3) as endpoints:
+        wait_healthy(endpoints, within=120)
+        return time.monotonic() - start
 
 
 async def supervised_run(workdir: Path) -> dict[str, float]:
     async with open_local_supervisor(workdir, timing=DAEMON_TIMING) as sup:
-        demo = resource(size=3)
+        demo = ClusterResource(ClusterRef("default", "demo"), ClusterSpec(size=3, tls_enabled=False))
         start = trio.current_time()
         await sup.fleet.apply([demo])
-        status = await sup.wait_healthy(demo.ref, 3, timeout=120)
+        with trio.fail_after(120):
+            status = await sup.wait_healthy(demo.ref, 3)
         bootstrap = trio.current_time() - start
 
         victim = next(m for m in status.members if m.role.value == "follower")
         await at_a_random_point_of_a_tick()
         start = trio.current_time()
         os.kill(victim.pid, signal.SIGKILL)
-        status = await sup.wait_for(
-            demo.ref,
-            lambda s: (
-                is_healthy(s, 3) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
-            ),
-            timeout=60,
-        )
+        with trio.fail_after(60):
+            status = await sup.wait_for(
+                demo.ref,
+                lambda s: (
+                    is_healthy(s, 3) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
+                ),
+            )
         heal = trio.current_time() - start
 
         victim = next(m for m in status.members if m.role.value == "follower")
         await at_a_random_point_of_a_tick()
         start = trio.current_time()
         shutil.rmtree(sup.runtime.member_dir(demo.ref, victim.name) / "data")
-        await sup.wait_for(
-            demo.ref,
-            lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members},
-            timeout=120,
-        )
+        with trio.fail_after(120):
+            await sup.wait_for(
+                demo.ref, lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members}
+            )
         replace = trio.current_time() - start
     return {"bootstrap_s": bootstrap, "heal_after_sigkill_s": heal, "replace_lost_data_s": replace}
 

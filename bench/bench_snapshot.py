@@ -22,9 +22,9 @@ import trio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.static_etcd import ETCDCTL, static_cluster, version, wait_healthy  # noqa: E402
 from supervisor.aio import open_asyncio_loop  # noqa: E402
 from supervisor.etcd import open_etcd_client  # noqa: E402
-from tests.harness.etcd import binaries_or_skip, running_cluster  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -70,15 +70,15 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=4)
     args = parser.parse_args()
 
-    binaries = binaries_or_skip("3.5")
     results_dir = REPO / "bench" / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-snapshot-") as scratch:
         scratch_dir = Path(scratch)
-        with running_cluster(
-            binaries, scratch_dir / "etcd", size=1, extra_args=[f"--quota-backend-bytes={8 * 1024 * MiB}"]
-        ) as cluster:
-            endpoint = cluster.endpoints[0]
+        with static_cluster(
+            scratch_dir / "etcd", 1, extra_args=[f"--quota-backend-bytes={8 * 1024 * MiB}"]
+        ) as endpoints:
+            wait_healthy(endpoints)
+            endpoint = endpoints[0]
             started = time.perf_counter()
             trio.run(fill, endpoint, args.mib, args.writers)
             print(f"loaded {args.mib} MiB in {time.perf_counter() - started:.1f}s")
@@ -95,14 +95,14 @@ def main() -> int:
                 print(f"run {run}: client  {size / MiB:7.1f} MiB in {seconds:6.2f}s = {ours[-1]:7.1f} MiB/s")
 
                 path = scratch_dir / f"etcdctl-{run}.db"
-                seconds, ctl_size = etcdctl_snapshot(binaries.etcdctl, endpoint, path)
+                seconds, ctl_size = etcdctl_snapshot(ETCDCTL, endpoint, path)
                 theirs.append(ctl_size / MiB / seconds)
                 path.unlink()
                 rate = theirs[-1]
                 print(f"run {run}: etcdctl {ctl_size / MiB:7.1f} MiB in {seconds:6.2f}s = {rate:7.1f} MiB/s")
 
     report = {
-        "etcd_version": binaries.version,
+        "etcd_version": version(),
         "loaded_mib": args.mib,
         "snapshot_mib": round(size / MiB, 1),
         "client_mib_per_s": [round(x, 1) for x in ours],

@@ -15,7 +15,7 @@ from .records import (
     TxnOpResult,
     TxnResult,
 )
-from .tls import TlsConfig
+from .tls import TlsFiles
 from .txn import Compare, CompareTarget, Delete, Get, Put, TxnOp
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
     "PermissionKind",
     "Put",
     "SnapshotResult",
-    "TlsConfig",
+    "TlsFiles",
     "TxnOp",
     "TxnOpResult",
     "TxnResult",

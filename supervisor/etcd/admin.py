@@ -14,7 +14,7 @@ from actors.model import EtcdMember, MemberHealth
 from supervisor.etcd import errors as etcd
 from supervisor.etcd.client import EtcdClient
 from supervisor.etcd.records import Member
-from supervisor.etcd.tls import TlsConfig
+from supervisor.etcd.tls import TlsFiles
 
 T = TypeVar("T")
 
@@ -47,7 +47,7 @@ class EtcdAdminAdapter:
     def __init__(
         self,
         *,
-        tls: TlsConfig | None = None,
+        tls: TlsFiles | None = None,
         credentials: tuple[str, str] | None = None,
         call_timeout: float = 5.0,
     ) -> None:

@@ -19,6 +19,7 @@ from grpclib.const import Cardinality
 
 from proto.etcd import etcdserverpb as pb
 from supervisor.aio import pump_asyncio_iterator, run_asyncio
+from supervisor.runtime import leaf_exceptions
 
 from . import wire
 from .errors import (
@@ -48,7 +49,7 @@ from .records import (
 )
 from .snapshot import SnapshotDigest
 from .snapshot_wire import SNAPSHOT_METHOD, EmptySnapshotRequest, SnapshotChunk
-from .tls import TlsConfig
+from .tls import TlsFiles
 from .transport import ChannelPool, Endpoint, Metadata, invoke, translate
 from .txn import Compare, TxnOp
 
@@ -80,7 +81,7 @@ class EtcdClient:
         self,
         endpoints: Sequence[str],
         *,
-        tls: TlsConfig | None = None,
+        tls: TlsFiles | None = None,
         credentials: tuple[str, str] | None = None,
         call_timeout: float = 5.0,
     ) -> None:
@@ -591,16 +592,7 @@ async def _translated(
 
 def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException:
     """The one real error inside a nursery's exception group (cancellations are its echoes)."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        elif not isinstance(exc, trio.Cancelled):
-            leaves.append(exc)
-
-    walk(group)
+    leaves = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
     typed = [e for e in leaves if isinstance(e, EtcdError)]
     if typed:
         return typed[0]
@@ -613,7 +605,7 @@ def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException:
 async def open_etcd_client(
     endpoints: Sequence[str],
     *,
-    tls: TlsConfig | None = None,
+    tls: TlsFiles | None = None,
     credentials: tuple[str, str] | None = None,
     call_timeout: float = 5.0,
 ) -> AsyncIterator[EtcdClient]:

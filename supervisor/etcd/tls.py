@@ -1,4 +1,8 @@
-"""Client-side TLS: the CA that signs the servers, and an optional client certificate."""
+"""TLS files: the CA that signs the servers, and an optional certificate with its key.
+
+The one record of TLS material in the project: etcd clients take it (with `ssl_context`), and
+the local runtime hands the same record's paths to etcd's own TLS flags.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import attrs
 
 
 @attrs.frozen
-class TlsConfig:
+class TlsFiles:
     ca_file: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
     cert_file: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
     key_file: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
@@ -19,6 +23,12 @@ class TlsConfig:
     def __attrs_post_init__(self) -> None:
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file and key_file go together")
+
+    def pair(self) -> tuple[Path, Path]:
+        """The certificate and its key, for a holder that must have both (a server, a CA)."""
+        if self.cert_file is None or self.key_file is None:
+            raise ValueError("no certificate and key in these TLS files")
+        return self.cert_file, self.key_file
 
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(

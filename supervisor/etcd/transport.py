@@ -19,7 +19,7 @@ from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
 from . import frame_repr
 from .errors import EtcdConnectionError, EtcdError, EtcdTimeout, EtcdTlsError, error_from_status
-from .tls import TlsConfig
+from .tls import TlsFiles
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class Endpoint:
 class ChannelPool:
     """The grpclib channels, keyed by endpoint URL. Use from asyncio code only."""
 
-    def __init__(self, tls: TlsConfig | None) -> None:
+    def __init__(self, tls: TlsFiles | None) -> None:
         self._tls = tls
         self._ssl_context: ssl.SSLContext | None = None
         self._channels: dict[str, Channel] = {}
@@ -67,7 +67,7 @@ class ChannelPool:
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl_context is None:
-            self._ssl_context = (self._tls or TlsConfig()).ssl_context()
+            self._ssl_context = (self._tls or TlsFiles()).ssl_context()
         return self._ssl_context
 
     def get(self, endpoint: Endpoint) -> Channel:
@@ -124,6 +124,10 @@ def translate(error: BaseException, endpoint: Endpoint, pool: ChannelPool) -> Et
             )
         case OSError() | StreamTerminatedError() | ProtocolError() | EOFError():
             return EtcdConnectionError(f"connection failed: {error!r}", endpoint=url)
+        case AttributeError() if "_transport" in str(error):
+            # grpclib deletes a connection's transport when it is lost; a stream opened on it
+            # in that moment fails this way. It is a lost connection like any other.
+            return EtcdConnectionError(f"connection lost while opening a stream: {error!r}", endpoint=url)
     return None
 
 

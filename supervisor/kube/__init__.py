@@ -1,1 +1,9 @@
-"""Adapter package (filled in by its issue)."""
+"""The Kubernetes adapter (the only importer of kubernetes_asyncio).
+
+- client.py: the API client (typed errors, paging, watches) over kubernetes-asyncio;
+- runtime.py: actors.ports.MemberRuntime over pods and volume claims; manifests.py builds them,
+  tls.py the cluster's certificate Secret;
+- status.py: the status subresource and core/v1 Events (StatusSink, EventSink);
+- watch.py, leader.py, health.py: resilient watches, Lease leader election, /healthz and /readyz;
+- operator.py assembles those; clusters.py feeds EtcdCluster events to the fleet.
+"""

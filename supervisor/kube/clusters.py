@@ -17,10 +17,10 @@ from typing import Any
 
 import trio
 
-from actors.cluster import ClusterPorts, Desired, Timing
+from actors.cluster import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
 from actors.errors import EtcdUnavailable
-from actors.fleet import Fleet
+from actors.fleet import Fleet, PortsFactory, open_fleet
 from actors.model import (
     API_GROUP,
     API_VERSION,
@@ -33,14 +33,14 @@ from actors.model import (
     MemberHealth,
     ReclaimPolicy,
 )
+from actors.ports import ClusterPorts
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
-from supervisor.etcd.tls import TlsConfig
+from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.watch import ClusterEvent
-from supervisor.runtime import Intensity, Supervisor
 from supervisor.signals import cancel_on_signal
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class SecretTlsAdmin:
             self._inner = EtcdAdminAdapter(tls=config, call_timeout=self._call_timeout)
         return self._inner
 
-    async def _tls_config(self) -> TlsConfig:
+    async def _tls_config(self) -> TlsFiles:
         path = m.core_path(self._ref.namespace, "secrets", m.tls_secret_name(self._ref))
         secret = await self._client.get_or_none(path)
         if secret is None:
@@ -84,7 +84,7 @@ class SecretTlsAdmin:
             target.write_bytes(base64.b64decode(data[key]))
             target.chmod(0o600)
             paths[key] = target
-        return TlsConfig(paths[m.TLS_CA_CERT], paths[m.TLS_CLIENT_CERT], paths[m.TLS_CLIENT_KEY])
+        return TlsFiles(paths[m.TLS_CA_CERT], paths[m.TLS_CLIENT_CERT], paths[m.TLS_CLIENT_KEY])
 
     async def aclose(self) -> None:
         if self._inner is not None:
@@ -120,9 +120,8 @@ class KubeClusters:
     def __init__(self, *, timing: Timing | None = None, tls_root: Path | None = None) -> None:
         self._timing = timing or Timing()
         self._tls_root = tls_root or Path(tempfile.mkdtemp(prefix="etcd-supervisor-tls-"))
-        self._admins: list[SecretTlsAdmin] = []
 
-    async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
+    def _ports_for(self, ports: OperatorPorts) -> PortsFactory:
         def ports_for(resource: ClusterResource) -> ClusterPorts:
             admin = SecretTlsAdmin(
                 ports.client,
@@ -131,22 +130,14 @@ class KubeClusters:
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
             )
-            self._admins.append(admin)
             return ClusterPorts(ports.runtime, admin, ports.status, ports.events)
 
-        root = Supervisor("clusters", intensity=Intensity(50, 60.0))
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(root.run)
-                fleet = Fleet(root, ports_for, timing=self._timing)
-                async with events:
-                    async for event in events:
-                        await self._on_event(fleet, ports, event)
-                nursery.cancel_scope.cancel()
-        finally:
-            with trio.CancelScope(shield=True):
-                for admin in self._admins:
-                    await admin.aclose()
+        return ports_for
+
+    async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
+        async with open_fleet(self._ports_for(ports), timing=self._timing) as fleet, events:
+            async for event in events:
+                await self._on_event(fleet, ports, event)
 
     async def _on_event(self, fleet: Fleet, ports: OperatorPorts, event: ClusterEvent) -> None:
         ref = event.ref

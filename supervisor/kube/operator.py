@@ -11,12 +11,13 @@ How they fit::
               ├ Watcher(etcdclusters) x N        -> ClusterEvent channel
               └ serve_clusters(ports, events)    the caller's: one actor per ClusterRef
 
-`serve_clusters` is the caller's (the cluster-actor wiring): it reads ClusterEvents, routes
-each by `event.ref` to that cluster's actor (starting one on first sight), and gives the actors
-`ports.runtime`, `ports.status`, `ports.events`. An event with `deleting` set means the user
-deleted the EtcdCluster and our finalizer holds it: the actor stops its children, then calls
-`ports.runtime.delete_cluster(ref, keep_data=<reclaimPolicy is Retain>)`, which also releases
-the finalizer. `object is None` (type DELETED) means it is gone for good.
+`serve_clusters` is the caller's (KubeClusters.serve in clusters.py): it reads ClusterEvents and
+keeps the fleet (actors/fleet.py) in step, one cluster tree per ClusterRef, each given
+`ports.runtime`, `ports.status`, `ports.events` and an etcd admin of its own. An event with
+`deleting` set means the user deleted the EtcdCluster and our finalizer holds it: the fleet
+stops the cluster's actors, then calls `ports.runtime.delete_cluster(ref, keep_data=<reclaimPolicy
+is Retain>)`, which also releases the finalizer. `object is None` (type DELETED) means it is gone
+for good.
 
 Readiness: a passive replica is ready (it is a healthy standby); the leader is ready once the
 watches have listed everything, i.e. once it acts on the whole picture.

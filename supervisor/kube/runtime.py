@@ -239,8 +239,10 @@ class KubeRuntime:
 
     # --- MemberRuntime -----------------------------------------------------------------------
 
-    async def allocate_member(self, cluster: ClusterRef, name: str) -> MemberUrls:
-        owner, spec, obj = await self._read_cluster(cluster)
+    async def allocate_member(self, cluster: ClusterRef, name: str, spec: ClusterSpec) -> MemberUrls:
+        # The spec in force, not the object's: after a refused edit (a TLS switch, say) the
+        # object says what the user asked for, which this cluster does not run.
+        owner, _, obj = await self._read_cluster(cluster)
         await self._ensure_finalizer(cluster, obj)
         await self._ensure_cluster_objects(owner, spec)
         urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self._cluster_domain)
@@ -266,10 +268,9 @@ class KubeRuntime:
 
     async def start_member(self, launch: MemberLaunch) -> None:
         ref, ns = launch.cluster, launch.cluster.namespace
-        owner, spec, obj = await self._read_cluster(ref)
+        owner, _, obj = await self._read_cluster(ref)
         await self._ensure_finalizer(ref, obj)
-        await self._ensure_cluster_objects(owner, spec)
-
+        await self._ensure_cluster_objects(owner, launch.spec)
         await self._ensure_claim(owner, launch.spec, launch.name, launch.urls)
 
         pod_path = m.core_path(ns, "pods", launch.name)

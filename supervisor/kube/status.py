@@ -14,12 +14,14 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
+import attrs
 from attrs import frozen
 
-from actors.codec import status_to_dict
+from actors.assess import carry_transition_times
+from actors.codec import conditions_from_dicts, status_to_dict
 from actors.model import API_GROUP, API_VERSION, KIND, ClusterRef, ClusterStatus
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
@@ -31,31 +33,6 @@ Obj = dict[str, Any]
 
 def _stamp(t: float) -> str:
     return dt.datetime.fromtimestamp(t, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def merge_conditions(new: list[Obj], old: list[Mapping[str, Any]], now: float) -> list[Obj]:
-    """Keep a condition's lastTransitionTime while its status holds; stamp `now` when it flips.
-
-    A condition whose writer set no time (0.0 in the domain record) would otherwise be
-    stamped 1970 on every write.
-    """
-    previous = {c.get("type"): c for c in old}
-    epoch = _stamp(0.0)
-    out = []
-    for cond in new:
-        cond = dict(cond)
-        if cond.get("lastTransitionTime") in (None, "", epoch):
-            before = previous.get(cond["type"])
-            if (
-                before is not None
-                and before.get("status") == cond["status"]
-                and before.get("lastTransitionTime")
-            ):
-                cond["lastTransitionTime"] = before["lastTransitionTime"]
-            else:
-                cond["lastTransitionTime"] = _stamp(now)
-        out.append(cond)
-    return out
 
 
 @frozen
@@ -81,7 +58,6 @@ class KubeStatusSink:
 
     async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
         path = m.cluster_path(cluster)
-        wanted = status_to_dict(status)
         obj = self._last.get(cluster)
         for _ in range(self._max_attempts):
             if obj is None:
@@ -89,14 +65,10 @@ class KubeStatusSink:
                 if obj is None:
                     log.info("status of %s not written: the EtcdCluster is gone", cluster)
                     return
-            old_status = obj.get("status") or {}
-            body = dict(obj)
-            body["status"] = {
-                **wanted,
-                "conditions": merge_conditions(
-                    wanted["conditions"], old_status.get("conditions") or [], self._now()
-                ),
-            }
+            # The stored conditions outlive the operator: their transition times win.
+            stored = conditions_from_dicts((obj.get("status") or {}).get("conditions") or [])
+            conditions = carry_transition_times(status.conditions, stored, self._now())
+            body = {**obj, "status": status_to_dict(attrs.evolve(status, conditions=conditions))}
             try:
                 self._last[cluster] = await self._client.replace(f"{path}/status", body)
                 self._writes += 1

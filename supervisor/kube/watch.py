@@ -29,6 +29,7 @@ from attrs import frozen
 from actors.model import API_GROUP, API_VERSION, ClusterRef
 from supervisor.aio import pump_asyncio_iterator
 from supervisor.kube.client import KubeClient, KubeError, KubeUnavailable, is_gone
+from supervisor.runtime import Backoff, leaf_exceptions
 
 log = logging.getLogger(__name__)
 
@@ -98,12 +99,9 @@ class WatchStatistics:
     resource_version: str | None
 
 
-def backoff_delays(initial: float, maximum: float, rng: random.Random) -> Any:
-    """Exponential backoff with full jitter, capped: initial*2**n scaled by U(0.5, 1.0]."""
-    delay = initial
-    while True:
-        yield delay * (0.5 + rng.random() / 2)
-        delay = min(delay * 2, maximum)
+def _backoff(opts: WatchOptions) -> Backoff:
+    # Jitter spreads the reconnects of many watchers that failed together.
+    return Backoff(initial=opts.backoff_initial, maximum=opts.backoff_max, jitter=0.5)
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -121,16 +119,7 @@ class _WatchEnded(Exception):
 
 
 def _single_kube_error(group: BaseExceptionGroup[BaseException]) -> KubeError | None:
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
+    leaves = leaf_exceptions(group)
     if len(leaves) == 1 and isinstance(leaves[0], KubeError):
         return leaves[0]
     return None
@@ -187,7 +176,7 @@ class Watcher:
         """Deliver events into `send` forever; task_status.started() after the first full list."""
         opts = self._options
         path = self._resource.path(self._namespace)
-        delays = backoff_delays(opts.backoff_initial, opts.backoff_max, self._rng)
+        delays = _backoff(opts).delays(self._rng)
         started = False
         # A watcher run again (after a cancelled run) resumes from its resourceVersion.
         next_resync = trio.current_time() + opts.resync_every
@@ -206,7 +195,7 @@ class Watcher:
                     self._rv = None
                 else:
                     # The server closed the stream on schedule: a clean reconnect, no delay.
-                    delays = backoff_delays(opts.backoff_initial, opts.backoff_max, self._rng)
+                    delays = _backoff(opts).delays(self._rng)
             except KubeError as exc:
                 if is_gone(exc):
                     # Our resourceVersion was compacted away: only a fresh list can continue.

@@ -4,6 +4,5 @@ This is the product's embedded default (`etcd-supervisor local FILE`): no Kubern
 """
 
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
-from supervisor.local.tls import TlsFiles
 
-__all__ = ["LocalRuntime", "TlsFiles", "open_local_runtime"]
+__all__ = ["LocalRuntime", "open_local_runtime"]

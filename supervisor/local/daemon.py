@@ -16,18 +16,17 @@ from pathlib import Path
 
 import trio
 
-from actors.cluster import ClusterPorts, Timing
+from actors.cluster import Timing
 from actors.codec import DocumentError, parse_cluster_documents
-from actors.fleet import Fleet
+from actors.fleet import Fleet, PortsFactory, open_fleet
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
+from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
-from supervisor.etcd.tls import TlsConfig
 from supervisor.local.manifest import watch_manifest
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.local.status_files import StatusFiles
 from supervisor.local.table import StatusBoard
-from supervisor.runtime import Intensity, Supervisor
 from supervisor.signals import cancel_on_signal
 
 log = logging.getLogger(__name__)
@@ -102,39 +101,31 @@ async def run_local(
     timing = timing or Timing()
     board = StatusBoard() if show_board else None
     sinks = LocalSinks(state_dir, board)
-    admins: list[EtcdAdminAdapter] = []
-
-    async with open_asyncio_loop(), open_local_runtime(state_dir) as runtime:
-        root = Supervisor("etcd-supervisor", intensity=Intensity(50, 60.0))
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(root.run)
-                fleet = Fleet(root, _ports_for(runtime, sinks, admins, timing), timing=timing)
-                nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
-                send, receive = trio.open_memory_channel[str | None](1)
-                nursery.start_soon(watch_manifest, file, send)
-                if board is not None:
-                    nursery.start_soon(board.run)
-                if on_ready is not None:
-                    on_ready()
-                async for text in receive:
-                    await _apply(fleet, sinks, text)
-        finally:
-            with trio.CancelScope(shield=True):
-                for admin in admins:
-                    await admin.aclose()
+    async with (
+        open_asyncio_loop(),
+        open_local_runtime(state_dir) as runtime,
+        open_fleet(local_ports(runtime, sinks, timing), name="etcd-supervisor", timing=timing) as fleet,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
+        send, receive = trio.open_memory_channel[str | None](1)
+        nursery.start_soon(watch_manifest, file, send)
+        if board is not None:
+            nursery.start_soon(board.run)
+        if on_ready is not None:
+            on_ready()
+        async for text in receive:
+            await _apply(fleet, sinks, text)
     log.info("stopped; member data kept in %s", state_dir, extra={"event": "shutdown"})
 
 
-def _ports_for(
-    runtime: LocalRuntime, sinks: LocalSinks, admins: list[EtcdAdminAdapter], timing: Timing
-) -> Callable[[ClusterResource], ClusterPorts]:
+def local_ports(runtime: LocalRuntime, sinks: ClusterSinks, timing: Timing) -> PortsFactory:
+    """Each cluster's ports on the local runtime: its own etcd admin (TLS from the cluster's
+    client certificate when TLS is on), and the shared runtime and sinks."""
+
     def ports_for(resource: ClusterResource) -> ClusterPorts:
-        runtime.set_cluster_spec(resource.ref, resource.spec)
-        files = runtime.client_tls_files(resource.ref)
-        tls = TlsConfig(files.ca, files.cert, files.key) if files else None
+        tls = runtime.client_tls_files(resource.ref) if resource.spec.tls_enabled else None
         admin = EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
-        admins.append(admin)
         return ClusterPorts(runtime, admin, sinks, sinks)
 
     return ports_for

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 from actors.model import MemberLaunch
 from supervisor.etcd.member_settings import SUPERVISED_MEMBER_SETTINGS
+from supervisor.etcd.tls import TlsFiles
 from supervisor.local.layout import MemberLayout
-from supervisor.local.tls import TlsFiles
 
 # Loopback round trips are sub-millisecond, but this machine may be a loaded laptop or CI box:
 # etcd's defaults (100 ms heartbeat, 1 s election) ride out scheduler stalls without elections.
@@ -51,13 +51,13 @@ def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: Tls
     ]
     if tls is not None:
         argv += [
-            f"--cert-file={tls.cert}",
-            f"--key-file={tls.key}",
-            f"--trusted-ca-file={tls.ca}",
+            f"--cert-file={tls.cert_file}",
+            f"--key-file={tls.key_file}",
+            f"--trusted-ca-file={tls.ca_file}",
             "--client-cert-auth=true",
-            f"--peer-cert-file={tls.cert}",
-            f"--peer-key-file={tls.key}",
-            f"--peer-trusted-ca-file={tls.ca}",
+            f"--peer-cert-file={tls.cert_file}",
+            f"--peer-key-file={tls.key_file}",
+            f"--peer-trusted-ca-file={tls.ca_file}",
             "--peer-client-cert-auth=true",
         ]
     return argv
@@ -76,5 +76,5 @@ def _check_scheme(launch: MemberLaunch, tls: bool) -> None:
     if wrong:
         raise ValueError(
             f"{launch.cluster}/{launch.name}: tls_enabled={tls} needs {want} URLs, got {', '.join(wrong)}"
-            " (was the cluster's spec registered with set_cluster_spec before allocate_member?)"
+            " (were the member's URLs allocated with another spec than the one it starts with?)"
         )

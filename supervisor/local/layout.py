@@ -23,7 +23,6 @@ from attrs import frozen
 from actors.model import ClusterRef, MemberUrls
 
 MEMBER_FILE = "member.json"
-CLUSTER_FILE = "cluster.json"
 
 
 @frozen
@@ -52,10 +51,6 @@ class ClusterLayout:
     @property
     def tls_dir(self) -> Path:
         return self.root / "tls"
-
-    @property
-    def cluster_file(self) -> Path:
-        return self.root / CLUSTER_FILE
 
     @property
     def status_file(self) -> Path:

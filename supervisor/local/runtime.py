@@ -1,13 +1,13 @@
 """LocalRuntime: the MemberRuntime port (actors.ports) with etcd processes on 127.0.0.1.
 
 The runtime starts, stops and deletes processes and reports what it sees; it never restarts a
-member on its own. Deciding that is the member actors' job, told by watch_members callbacks.
+member on its own. Deciding that is the cluster actor's (its restart planner), which hears of
+every start, readiness and exit through watch_members callbacks.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import shutil
@@ -33,17 +33,17 @@ from actors.model import (
     member_ordinal,
 )
 from actors.ports import MemberChanged, MemberRuntime
+from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
 from supervisor.local.etcd_command import etcd_argv, etcd_env
 from supervisor.local.layout import (
-    ClusterLayout,
     MemberLayout,
     StateLayout,
     StoredMember,
     read_member,
     write_json_atomically,
 )
-from supervisor.local.tls import TlsFiles, ensure_ca, ensure_leaf
+from supervisor.local.tls import ensure_ca, ensure_leaf
 
 log = logging.getLogger(__name__)
 
@@ -116,32 +116,13 @@ class LocalRuntime:
         self._starts = 0
         self._unexpected_exits = 0
 
-    # --- cluster settings the port does not carry ----------------------------------------------
+    # --- beyond the port -----------------------------------------------------------------------
 
-    def set_cluster_spec(self, cluster: ClusterRef, spec: ClusterSpec) -> None:
-        """Remember what allocate_member needs from the spec (http or https URLs).
-
-        MemberRuntime.allocate_member gets no spec, so the daemon calls this whenever a cluster's
-        spec arrives, before the cluster actor allocates anything. Persisted in cluster.json.
-        """
-        layout = self._layout.cluster(cluster)
-        current = self._read_cluster_settings(layout)
-        wanted = {"tlsEnabled": spec.tls_enabled}
-        if current != wanted:
-            write_json_atomically(layout.cluster_file, wanted)
-
-    def tls_enabled(self, cluster: ClusterRef) -> bool:
-        """As set by set_cluster_spec; the CRD default (TLS on) for a cluster never registered."""
-        settings = self._read_cluster_settings(self._layout.cluster(cluster))
-        return bool(settings.get("tlsEnabled", ClusterSpec().tls_enabled))
-
-    def client_tls_files(self, cluster: ClusterRef) -> TlsFiles | None:
-        """CA, client cert and key for talking to a TLS cluster's members; None for plain http.
+    def client_tls_files(self, cluster: ClusterRef) -> TlsFiles:
+        """CA, client cert and key for talking to a TLS cluster's members.
 
         Created on first call, so the daemon can build its etcd client before any member starts.
         """
-        if not self.tls_enabled(cluster):
-            return None
         layout = self._layout.cluster(cluster)
         ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {cluster}")
         return ensure_leaf(ca, layout.tls_dir, stem="client", common_name="etcd-supervisor", server=False)
@@ -162,14 +143,14 @@ class LocalRuntime:
         found.sort(key=lambda m: _ordinal_order(cluster, m.name))
         return found
 
-    async def allocate_member(self, cluster: ClusterRef, name: str) -> MemberUrls:
+    async def allocate_member(self, cluster: ClusterRef, name: str, spec: ClusterSpec) -> MemberUrls:
         member = self._layout.member(cluster, name)
         stored = read_member(member)
         if stored is not None:
             return stored.urls
         # No await between reading the taken ports and writing member.json: two allocations in
         # this trio run cannot interleave and pick the same ports.
-        scheme = "https" if self.tls_enabled(cluster) else "http"
+        scheme = "https" if spec.tls_enabled else "http"
         peer, client = processes.pick_free_ports(2, taken=self._ports_taken())
         urls = MemberUrls(
             peer_url=f"{scheme}://127.0.0.1:{peer}", client_url=f"{scheme}://127.0.0.1:{client}"
@@ -389,14 +370,6 @@ class LocalRuntime:
                 if port is not None:
                     taken.add(port)
         return taken
-
-    @staticmethod
-    def _read_cluster_settings(layout: ClusterLayout) -> dict[str, object]:
-        try:
-            data = json.loads(layout.cluster_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
 
 
 def _ordinal_order(cluster: ClusterRef, name: str) -> tuple[int, str]:

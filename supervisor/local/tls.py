@@ -11,27 +11,17 @@ import datetime
 import os
 from pathlib import Path
 
-from attrs import frozen
-
 from supervisor import pki
+from supervisor.etcd.tls import TlsFiles
 
 CA_LIFETIME = datetime.timedelta(days=3650)
 LEAF_LIFETIME = datetime.timedelta(days=825)
 
 
-@frozen
-class TlsFiles:
-    """Paths an etcd client (or etcd itself) takes: CA bundle, certificate, private key."""
-
-    ca: Path
-    cert: Path
-    key: Path
-
-
 def ensure_ca(tls_dir: Path, *, common_name: str) -> TlsFiles:
     """The cluster's CA (cert is also the trust bundle), created on first use."""
-    ca = TlsFiles(ca=tls_dir / "ca.crt", cert=tls_dir / "ca.crt", key=tls_dir / "ca.key")
-    if ca.cert.exists() and ca.key.exists():
+    ca = TlsFiles(tls_dir / "ca.crt", tls_dir / "ca.crt", tls_dir / "ca.key")
+    if all(path.exists() for path in ca.pair()):
         return ca
     _write_pair(ca, pki.new_ca(common_name, now=_now(), lifetime=CA_LIFETIME))
     return ca
@@ -40,10 +30,11 @@ def ensure_ca(tls_dir: Path, *, common_name: str) -> TlsFiles:
 def ensure_leaf(ca: TlsFiles, directory: Path, *, stem: str, common_name: str, server: bool) -> TlsFiles:
     """A cert signed by the CA. Member certs serve both roles: etcd presents them to clients and,
     as a client, to its peers, so they carry serverAuth and clientAuth."""
-    files = TlsFiles(ca=ca.ca, cert=directory / f"{stem}.crt", key=directory / f"{stem}.key")
-    if files.cert.exists() and files.key.exists():
+    files = TlsFiles(ca.ca_file, directory / f"{stem}.crt", directory / f"{stem}.key")
+    if all(path.exists() for path in files.pair()):
         return files
-    issuer = pki.KeyPair.from_pem(ca.cert.read_bytes(), ca.key.read_bytes())
+    ca_cert, ca_key = ca.pair()
+    issuer = pki.KeyPair.from_pem(ca_cert.read_bytes(), ca_key.read_bytes())
     # Members listen on loopback only in the local runtime.
     leaf = pki.issue(
         issuer,
@@ -60,10 +51,11 @@ def ensure_leaf(ca: TlsFiles, directory: Path, *, stem: str, common_name: str, s
 
 
 def _write_pair(files: TlsFiles, pair: pki.KeyPair) -> None:
-    files.cert.parent.mkdir(parents=True, exist_ok=True)
+    cert, key = files.pair()
+    cert.parent.mkdir(parents=True, exist_ok=True)
     # Key first, and only readable by us; the cert's presence is what marks the pair complete.
-    _write_file(files.key, pair.key_pem(), mode=0o600)
-    _write_file(files.cert, pair.cert_pem(), mode=0o644)
+    _write_file(key, pair.key_pem(), mode=0o600)
+    _write_file(cert, pair.cert_pem(), mode=0o644)
 
 
 def _write_file(path: Path, content: bytes, *, mode: int) -> None:

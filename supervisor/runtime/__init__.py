@@ -3,7 +3,13 @@ OTP-style supervisors. Knows nothing of etcd."""
 
 from supervisor.runtime.actor import Actor, run_actor
 from supervisor.runtime.backoff import Backoff
-from supervisor.runtime.errors import ActorStopped, CallSuperseded, CallTimeout, SupervisorEscalation
+from supervisor.runtime.errors import (
+    ActorStopped,
+    CallSuperseded,
+    CallTimeout,
+    SupervisorEscalation,
+    leaf_exceptions,
+)
 from supervisor.runtime.handle import Handle
 from supervisor.runtime.mailbox import Mailbox
 from supervisor.runtime.policy import Intensity, Restart, Strategy
@@ -32,6 +38,7 @@ __all__ = [
     "SupervisorEscalation",
     "SupervisorStatistics",
     "actor_child",
+    "leaf_exceptions",
     "open_cleanup_scope",
     "run_actor",
 ]

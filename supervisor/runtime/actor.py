@@ -41,6 +41,13 @@ class Actor(Generic[M]):
     async def handle(self, msg: M) -> None:
         raise NotImplementedError
 
+    async def on_drained(self) -> None:
+        """Runs once the mailbox is empty, after one or more messages were handled.
+
+        An actor that folds observations in `handle` acts on them here, once per burst of
+        messages instead of once per message.
+        """
+
 
 async def run_actor(
     actor: Actor[M],
@@ -58,6 +65,7 @@ async def run_actor(
         await actor.on_start()
         task_status.started(handle)
         unyielded = 0
+        undrained = False  # messages handled since the last on_drained
         while True:
             # Drain without a scheduler round-trip per message while messages are waiting
             # (throughput), but yield every _BATCH so a busy actor cannot starve others and
@@ -70,6 +78,10 @@ async def run_actor(
                 unyielded += 1
             except trio.WouldBlock:
                 unyielded = 0
+                if undrained:
+                    undrained = False
+                    await actor.on_drained()
+                    continue  # whatever arrived meanwhile is handled before blocking
                 try:
                     msg = await mailbox.receive()
                 except trio.EndOfChannel:
@@ -81,6 +93,7 @@ async def run_actor(
                 if reply is not None:
                     held.append(reply)
             await actor.handle(msg)
+            undrained = True
             if held:
                 held = [r for r in held if not r.done]
     except trio.Cancelled:

@@ -1,8 +1,14 @@
-"""Restart delays: exponential, capped, jittered so siblings do not restart in lockstep."""
+"""The one backoff: exponential, capped, jittered so siblings do not retry in lockstep.
+
+Used for restarts of supervised children, reconnects of Kubernetes watches and the cluster
+actor's hold-off after a refused step.
+"""
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Iterator
 
 import attrs
 
@@ -41,3 +47,7 @@ class Backoff:
         """
         factor = 1.0 + self.jitter * (2.0 * rng.random() - 1.0)
         return self.base_delay(attempt) * factor
+
+    def delays(self, rng: random.Random) -> Iterator[float]:
+        """delay(0), delay(1), ... forever: the waits between consecutive retries."""
+        return (self.delay(attempt, rng) for attempt in itertools.count())

@@ -33,3 +33,10 @@ class SupervisorEscalation(Exception):
             f"supervisor {self.supervisor!r} gave up: restart intensity exceeded"
             f" (last failure in child {self.child!r}: {self.last_failure!r})"
         )
+
+
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """Every exception inside `exc`, exception groups flattened (depth first, in order)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaf_exceptions(inner)]
+    return [exc]

@@ -332,31 +332,12 @@ class Supervisor:
             async with self._lock:
                 if child.run is not run or child not in self._children:
                     return None  # removed, or already replaced by a group restart
-                if failure is not None:
-                    log.warning(
-                        "supervisor %s: %s crashed: %r",
-                        self.name,
-                        child.spec.id,
-                        failure,
-                        exc_info=failure,
-                        extra=self._extra("crash", child, failure),
-                    )
-                else:
-                    log.info(
-                        "supervisor %s: %s exited normally",
-                        self.name,
-                        child.spec.id,
-                        extra=self._extra("stop", child),
-                    )
+                self._log_exit(child, failure)
                 if not _should_restart(child.spec.restart, failure):
                     self._children.remove(child)
                     return None
                 now = trio.current_time()
-                times = self._restart_times
-                times.append(now)
-                while times[0] <= now - self.intensity.within:
-                    times.popleft()
-                if len(times) > self.intensity.max_restarts:
+                if self._intensity_exceeded(now):
                     log.error(
                         "supervisor %s: more than %d restarts within %ss; giving up",
                         self.name,
@@ -366,38 +347,77 @@ class Supervisor:
                     )
                     return SupervisorEscalation(self.name, child.spec.id, failure)
                 self._restarts_total += 1
-                affected = self._affected(child)
-                for sibling in reversed(affected):
-                    if sibling is not child:
-                        await self._stop_child(sibling)
-                # OTP: a temporary sibling stopped for a group restart is not brought back.
-                for sibling in affected:
-                    if sibling is not child and sibling.spec.restart is Restart.TEMPORARY:
-                        self._children.remove(sibling)
-                affected = [c for c in affected if c is child or c.spec.restart is not Restart.TEMPORARY]
-                if run.ready and now - run.ready_at >= self.backoff.reset_threshold:
-                    child.attempt = 0
-                delay = self.backoff.delay(child.attempt, self._rng)
-                child.attempt += 1
+                affected = await self._stop_group(child)
+                delay = self._next_delay(child, run, now)
             # Sleep without the lock so add_child/remove_child are not held up by a backoff.
             await trio.sleep(delay)
-            failed: _Child | None = None
             async with self._lock:
-                for c in affected:
-                    if c not in self._children or c.alive:
-                        continue
-                    c.restarts += 1
-                    log.info(
-                        "supervisor %s: restarting %s after %.3fs",
-                        self.name,
-                        c.spec.id,
-                        delay,
-                        extra=self._extra("restart", c, failure),
-                    )
-                    error = await self._start(c)
-                    if error is not None:
-                        failed, failure = c, error
-                        break
+                failed, failure = await self._restart_group(affected, delay, failure)
             if failed is None or failed.run is None:
                 return None
             child, run = failed, failed.run
+
+    def _log_exit(self, child: _Child, failure: BaseException | None) -> None:
+        if failure is not None:
+            log.warning(
+                "supervisor %s: %s crashed: %r",
+                self.name,
+                child.spec.id,
+                failure,
+                exc_info=failure,
+                extra=self._extra("crash", child, failure),
+            )
+        else:
+            log.info(
+                "supervisor %s: %s exited normally",
+                self.name,
+                child.spec.id,
+                extra=self._extra("stop", child),
+            )
+
+    def _intensity_exceeded(self, now: float) -> bool:
+        """Count a restart at `now`; True when that makes more than the intensity allows."""
+        times = self._restart_times
+        times.append(now)
+        while times[0] <= now - self.intensity.within:
+            times.popleft()
+        return len(times) > self.intensity.max_restarts
+
+    async def _stop_group(self, child: _Child) -> list[_Child]:
+        """Stop the siblings the strategy restarts with `child`; the ones to start again."""
+        affected = self._affected(child)
+        for sibling in reversed(affected):
+            if sibling is not child:
+                await self._stop_child(sibling)
+        # OTP: a temporary sibling stopped for a group restart is not brought back.
+        for sibling in affected:
+            if sibling is not child and sibling.spec.restart is Restart.TEMPORARY:
+                self._children.remove(sibling)
+        return [c for c in affected if c is child or c.spec.restart is not Restart.TEMPORARY]
+
+    def _next_delay(self, child: _Child, run: _Run, now: float) -> float:
+        if run.ready and now - run.ready_at >= self.backoff.reset_threshold:
+            child.attempt = 0
+        delay = self.backoff.delay(child.attempt, self._rng)
+        child.attempt += 1
+        return delay
+
+    async def _restart_group(
+        self, affected: list[_Child], delay: float, failure: BaseException | None
+    ) -> tuple[_Child | None, BaseException | None]:
+        """Start the stopped children again in order; the first that fails to start, and why."""
+        for c in affected:
+            if c not in self._children or c.alive:
+                continue
+            c.restarts += 1
+            log.info(
+                "supervisor %s: restarting %s after %.3fs",
+                self.name,
+                c.spec.id,
+                delay,
+                extra=self._extra("restart", c, failure),
+            )
+            error = await self._start(c)
+            if error is not None:
+                return c, error
+        return None, failure

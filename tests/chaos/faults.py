@@ -8,9 +8,8 @@ from collections.abc import Sequence
 import attrs
 import trio
 
-from actors.cluster import ClusterPorts
 from actors.model import ClusterRef, MemberHealth, RuntimeMember
-from actors.ports import EtcdAdmin, MemberRuntime
+from actors.ports import ClusterPorts, EtcdAdmin, MemberRuntime
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdError
 

@@ -7,26 +7,13 @@ healthy, Running, and no etcd process of the test left behind.
 import os
 import shutil
 import signal
-from pathlib import Path
 
 import trio
 
 from actors.model import Role
 from tests.chaos.faults import AckedWriter, FaultPlan, with_faults
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
-
-
-def etcd_pids_under(path: Path) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            if b"etcd" in cmdline and str(path).encode() in cmdline:
-                pids.append(int(entry.name))
-    return pids
+from tests.harness.procs import etcd_pids_under
 
 
 async def keep_endpoints_current(sup, ref, writer):

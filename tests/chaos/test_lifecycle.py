@@ -1,7 +1,10 @@
 """Bootstrap, scale and heal real etcd clusters through the actors on the local runtime."""
 
 import os
+import shutil
 import signal
+
+import attrs
 
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
 
@@ -97,3 +100,25 @@ async def test_a_member_with_corrupt_data_crash_loops_and_is_replaced_by_a_new_m
         assert victim.id not in {m.id for m in replaced.members}
         removed = [msg for ref, reason, msg in sup.recorder.events if reason == "MemberRemoved"]
         assert any(victim.name in msg and "data presumed corrupt" in msg for msg in removed), removed
+
+
+async def test_a_refused_tls_switch_never_reaches_a_replacement_member(tmp_path):
+    async with open_local_supervisor(tmp_path) as sup:
+        demo = resource(size=3)  # TLS off
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        switched = attrs.evolve(demo, spec=attrs.evolve(demo.spec, tls_enabled=True), generation=2)
+        await sup.fleet.apply([switched])
+        await sup.wait_for(demo.ref, lambda s: "spec.security.tls.enabled" in s.message, timeout=10)
+        # Lose a member's data: its replacement is allocated with the spec in force (plain
+        # http), never the refused one, or it could not join its peers.
+        victim = next(m for m in status.members if m.role.value == "follower")
+        shutil.rmtree(sup.runtime.member_dir(demo.ref, victim.name) / "data")
+        replaced = await sup.wait_for(
+            demo.ref,
+            lambda s: is_healthy(s, 3) and victim.name not in {m.name for m in s.members},
+            timeout=60,
+        )
+        assert all(m.client_url.startswith("http://") for m in replaced.members), replaced.members
+        assert all(m.peer_url.startswith("http://") for m in replaced.members), replaced.members
+        assert "spec.security.tls.enabled" in replaced.message  # still refused, still said

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.chaos.test_chaos import etcd_pids_under
+from tests.harness.procs import etcd_pids_under
 
 CLI = Path(sys.executable).parent / "etcd-supervisor"
 

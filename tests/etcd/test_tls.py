@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from supervisor.etcd import EtcdTlsError, TlsConfig, open_etcd_client
+from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 
 
@@ -19,7 +19,7 @@ def cluster(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) ->
 async def test_client_certificate_is_required(cluster: EtcdCluster, asyncio_loop: None) -> None:
     assert cluster.tls is not None
     assert all(url.startswith("https://") for url in cluster.endpoints)
-    without_cert = TlsConfig(ca_file=cluster.tls.ca)
+    without_cert = TlsFiles(ca_file=cluster.tls.ca)
     async with open_etcd_client(cluster.endpoints, tls=without_cert, call_timeout=5) as client:
         with pytest.raises(EtcdTlsError):
             await client.put(b"/tls/k", b"v")
@@ -28,7 +28,7 @@ async def test_client_certificate_is_required(cluster: EtcdCluster, asyncio_loop
 async def test_untrusted_server_is_refused(cluster: EtcdCluster, asyncio_loop: None) -> None:
     assert cluster.tls is not None
     # The system CAs never signed the test CA's server certificate.
-    no_ca = TlsConfig(cert_file=cluster.tls.client_cert, key_file=cluster.tls.client_key)
+    no_ca = TlsFiles(cert_file=cluster.tls.client_cert, key_file=cluster.tls.client_key)
     async with open_etcd_client(cluster.endpoints, tls=no_ca) as client:
         with pytest.raises(EtcdTlsError):
             await client.get(b"/tls/k")
@@ -37,7 +37,7 @@ async def test_untrusted_server_is_refused(cluster: EtcdCluster, asyncio_loop: N
 async def test_works_with_a_client_certificate(cluster: EtcdCluster, asyncio_loop: None) -> None:
     assert cluster.tls is not None
     files = cluster.tls
-    tls = TlsConfig(ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key)
+    tls = TlsFiles(ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key)
     async with open_etcd_client(cluster.endpoints, tls=tls) as client:
         await client.put(b"/tls/k", b"v")
         assert await client.get(b"/tls/k") == b"v"

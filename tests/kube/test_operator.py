@@ -264,3 +264,30 @@ def test_the_run_command_serves_health_and_acts_as_the_service_account(
         daemon.send_signal(signal.SIGTERM)
         _, err = daemon.communicate(timeout=60)
     assert daemon.returncode == 0, err[-3000:]
+
+
+async def test_a_replacement_after_a_refused_tls_switch_keeps_the_scheme_in_force(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, tmp_path: Path
+) -> None:
+    ns = kube_namespace
+    async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, _kubelet):
+        path = await create_cluster(admin, "keep", ns, {"size": 3, "security": {"tls": {"enabled": False}}})
+        obj = await wait_for(admin, path, healthy(3), timeout=90)
+        await admin.merge_patch(path, {"spec": {"security": {"tls": {"enabled": True}}}})
+        refused = "spec.security.tls.enabled"
+        await wait_for(admin, path, lambda o: refused in o["status"]["message"], timeout=30)
+        # A follower's volume is lost: its replacement is a new member, allocated and started
+        # with the spec in force (plain), never the refused one the object now carries.
+        victim = next(mem for mem in obj["status"]["members"] if mem["role"] == "follower")
+        await admin.delete(m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(victim["name"])))
+        await admin.delete(m.core_path(ns, "pods", victim["name"]))
+
+        def replaced(o: dict[str, Any]) -> bool:
+            members = (o.get("status") or {}).get("members", [])
+            return len(members) == 3 and all(mem["healthy"] for mem in members) and victim["name"] not in {
+                mem["name"] for mem in members
+            }
+
+        obj = await wait_for(admin, path, replaced, timeout=120)
+        assert all(mem["peerURL"].startswith("http://") for mem in obj["status"]["members"])
+        assert all(mem["clientURL"].startswith("http://") for mem in obj["status"]["members"])

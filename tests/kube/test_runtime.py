@@ -84,7 +84,7 @@ async def test_start_creates_owned_services_budget_claim_and_pod(
         uid = cluster["metadata"]["uid"]
         runtime = KubeRuntime(op)
 
-        urls = await runtime.allocate_member(ref, "alpha-0")
+        urls = await runtime.allocate_member(ref, "alpha-0", ClusterSpec())
         assert urls.peer_url == f"https://alpha-0.alpha-peer.{ns}.svc.cluster.local:2380"
         assert urls.client_url == f"https://alpha-0.alpha-peer.{ns}.svc.cluster.local:2379"
 
@@ -154,7 +154,7 @@ async def test_cluster_domain_reaches_urls_pods_and_certificates(
             admin, ns, "bdom", repository="bitnami/etcd", security={"tls": {"enabled": False}}
         )
 
-        urls = await runtime.allocate_member(official, "dom-0")
+        urls = await runtime.allocate_member(official, "dom-0", ClusterSpec())
         assert urls.client_url == f"https://dom-0.dom-peer.{ns}.svc.{domain}:2379"
         await runtime.start_member(launch_for(official, "dom-0", urls, ClusterSpec()))
         args = (await admin.get(m.core_path(ns, "pods", "dom-0")))["spec"]["containers"][0]["args"]
@@ -166,8 +166,8 @@ async def test_cluster_domain_reaches_urls_pods_and_certificates(
             sans.get_values_for_type(x509.DNSName)
         )
 
-        burls = await runtime.allocate_member(bitnami, "bdom-0")
         spec = ClusterSpec(repository="bitnami/etcd", tls_enabled=False)
+        burls = await runtime.allocate_member(bitnami, "bdom-0", spec)
         await runtime.start_member(launch_for(bitnami, "bdom-0", burls, spec))
         container = (await admin.get(m.core_path(ns, "pods", "bdom-0")))["spec"]["containers"][0]
         env = {e["name"]: e.get("value", "") for e in container["env"]}
@@ -189,7 +189,7 @@ async def test_watch_members_reports_pod_and_claim_changes(
         runtime.watch_members(ClusterRef(ns, "someone-else"), other.append)
         async with trio.open_nursery() as nursery:
             await nursery.start(lambda task_status: runtime.run(namespaces=[ns], task_status=task_status))
-            urls = await runtime.allocate_member(ref, "beta-0")
+            urls = await runtime.allocate_member(ref, "beta-0", ClusterSpec(tls_enabled=False))
             await runtime.start_member(launch_for(ref, "beta-0", urls, ClusterSpec(tls_enabled=False)))
             with trio.fail_after(20):
                 while "beta-0" not in changed:
@@ -217,8 +217,8 @@ async def test_image_families_get_their_own_configuration(
         for name, repository in (("bit", "bitnami/etcd"), ("off", "quay.io/coreos/etcd")):
             await create_cluster(admin, ns, name, repository=repository, security={"tls": {"enabled": False}})
             ref = ClusterRef(ns, name)
-            urls = await runtime.allocate_member(ref, f"{name}-0")
             spec = ClusterSpec(repository=repository, tls_enabled=False)
+            urls = await runtime.allocate_member(ref, f"{name}-0", spec)
             await runtime.start_member(launch_for(ref, f"{name}-0", urls, spec))
             pods[name] = (await admin.get(m.core_path(ns, "pods", f"{name}-0")))["spec"]["containers"][0]
 
@@ -253,7 +253,7 @@ async def test_stop_keeps_the_claim_restart_reuses_it_delete_removes_it(
     async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
         await create_cluster(admin, ns, "gamma", security={"tls": {"enabled": False}})
         runtime = KubeRuntime(op, poll_interval=0.1)
-        urls = await runtime.allocate_member(ref, "gamma-0")
+        urls = await runtime.allocate_member(ref, "gamma-0", spec)
         launch = launch_for(ref, "gamma-0", urls, spec)
         await runtime.start_member(launch)
         first_uid = (await admin.get(m.core_path(ns, "pods", "gamma-0")))["metadata"]["uid"]
@@ -298,7 +298,7 @@ async def test_cluster_deletion_follows_the_reclaim_policy(
         await create_cluster(admin, ns, "delta", storage={"reclaimPolicy": policy})
         runtime = KubeRuntime(op)
         for name in ("delta-0", "delta-1"):
-            urls = await runtime.allocate_member(ref, name)
+            urls = await runtime.allocate_member(ref, name, spec)
             await runtime.start_member(launch_for(ref, name, urls, spec))
 
         # The user deletes the cluster: our finalizer holds it until the volumes are handled.
@@ -306,7 +306,7 @@ async def test_cluster_deletion_follows_the_reclaim_policy(
         held = await admin.get(m.cluster_path(ref))
         assert held["metadata"]["deletionTimestamp"]
         with pytest.raises(ClusterGone):
-            await runtime.allocate_member(ref, "delta-2")
+            await runtime.allocate_member(ref, "delta-2", spec)
 
         await runtime.delete_cluster(ref, keep_data=policy == "Retain")
         assert await admin.get_or_none(m.cluster_path(ref)) is None
@@ -334,8 +334,28 @@ async def test_a_missing_cluster_is_reported_not_created(
     async with clients(kube_apiserver, operator_kubeconfig) as (op, _admin):
         runtime = KubeRuntime(op)
         with pytest.raises(ClusterGone):
-            await runtime.allocate_member(ClusterRef(kube_namespace, "nope"), "nope-0")
+            await runtime.allocate_member(ClusterRef(kube_namespace, "nope"), "nope-0", ClusterSpec())
         assert await runtime.list_members(ClusterRef(kube_namespace, "nope")) == []
         with pytest.raises(KubeError) as denied:
             await op.delete(f"/api/v1/namespaces/{kube_namespace}")
         assert denied.value.status == 403  # it really runs with the deployed rights only
+
+
+async def test_allocation_follows_the_spec_in_force_not_a_refused_edit_on_the_object(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "eps")
+    in_force = ClusterSpec(tls_enabled=False)
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "eps", security={"tls": {"enabled": False}})
+        runtime = KubeRuntime(op)
+        await runtime.allocate_member(ref, "eps-0", in_force)
+        # The user switches TLS on; the cluster actor refuses it and keeps the spec in force.
+        await admin.merge_patch(m.cluster_path(ref), {"spec": {"security": {"tls": {"enabled": True}}}})
+        urls = await runtime.allocate_member(ref, "eps-1", in_force)
+        assert urls.peer_url.startswith("http://") and urls.client_url.startswith("http://")
+        await runtime.start_member(launch_for(ref, "eps-1", urls, in_force))
+        pod = await admin.get(m.core_path(ns, "pods", "eps-1"))
+        assert not any("cert" in arg for arg in pod["spec"]["containers"][0]["args"])
+        assert await admin.get_or_none(m.core_path(ns, "secrets", m.tls_secret_name(ref))) is None

@@ -13,9 +13,11 @@ import pytest
 import trio
 
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, RuntimeMember
-from supervisor.local import LocalRuntime, TlsFiles, open_local_runtime
+from supervisor.etcd.tls import TlsFiles
+from supervisor.local import LocalRuntime, open_local_runtime
 from supervisor.local.runtime import default_etcd_binary
 from tests.harness.components import missing
+from tests.harness.procs import pids_mentioning
 
 BIN = Path(sys.executable).parent
 ETCDCTL = BIN / "etcdctl"
@@ -35,24 +37,12 @@ def etcd_binary() -> Path:
     return _need_etcd()
 
 
-def _pids_mentioning(text: str) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-            except OSError:
-                pass
-    return pids
-
-
 @pytest.fixture
 def state_dir(tmp_path: Path, etcd_binary: Path) -> Iterator[Path]:
     """A state dir; after the test, no process that mentions it survives, pass or fail."""
     path = tmp_path / "state"
     yield path
-    for pid in _pids_mentioning(str(tmp_path)):
+    for pid in pids_mentioning(str(tmp_path)):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -68,8 +58,7 @@ async def runtime(state_dir: Path, etcd_binary: Path) -> AsyncIterator[LocalRunt
 async def start_seed(
     rt: LocalRuntime, name: str = "demo-0", *, cluster: ClusterRef = CLUSTER, spec: ClusterSpec = PLAIN
 ) -> MemberLaunch:
-    rt.set_cluster_spec(cluster, spec)
-    urls = await rt.allocate_member(cluster, name)
+    urls = await rt.allocate_member(cluster, name, spec)
     launch = MemberLaunch(
         cluster=cluster,
         name=name,
@@ -124,7 +113,7 @@ async def etcdctl(
         f"--command-timeout={command_timeout}s",
     ]
     if tls is not None:
-        argv += [f"--cacert={tls.ca}", f"--cert={tls.cert}", f"--key={tls.key}"]
+        argv += [f"--cacert={tls.ca_file}", f"--cert={tls.cert_file}", f"--key={tls.key_file}"]
     if cacert_only is not None:
         argv += [f"--cacert={cacert_only}"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ETCDCTL_")}

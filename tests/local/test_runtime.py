@@ -38,8 +38,8 @@ async def test_seed_member_starts_serves_and_is_listed(runtime, state_dir: Path)
     assert (member_dir / "etcd.log").stat().st_size > 0
     assert (await member(runtime, "demo-0")).has_data
     # allocate is idempotent and another member never shares its ports
-    assert await runtime.allocate_member(CLUSTER, "demo-0") == launch.urls
-    other = await runtime.allocate_member(ClusterRef("other", "demo"), "demo-0")
+    assert await runtime.allocate_member(CLUSTER, "demo-0", PLAIN) == launch.urls
+    other = await runtime.allocate_member(ClusterRef("other", "demo"), "demo-0", PLAIN)
     ours = {launch.urls.peer_url[-5:], launch.urls.client_url[-5:]}
     assert not ours & {other.peer_url[-5:], other.client_url[-5:]}
     # start is a no-op while it runs
@@ -50,7 +50,7 @@ async def test_seed_member_starts_serves_and_is_listed(runtime, state_dir: Path)
 async def test_reopened_runtime_lists_members_from_disk_and_keeps_data(state_dir: Path, etcd_binary) -> None:
     async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as first:
         launch = await start_seed(first)
-        unstarted = await first.allocate_member(CLUSTER, "demo-1")
+        unstarted = await first.allocate_member(CLUSTER, "demo-1", PLAIN)
         pid = (await wait_running(first, "demo-0")).pid
         await wait_healthy(launch.urls.client_url)
         await etcdctl(launch.urls.client_url, "put", "survives", "restart")
@@ -161,8 +161,7 @@ async def test_delete_member_and_cluster_remove_data(runtime, state_dir: Path) -
 
 async def test_stale_etcd_from_a_previous_daemon_is_killed_on_open(state_dir: Path, etcd_binary) -> None:
     async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
-        rt.set_cluster_spec(CLUSTER, PLAIN)
-        urls = await rt.allocate_member(CLUSTER, "demo-0")
+        urls = await rt.allocate_member(CLUSTER, "demo-0", PLAIN)
     data_dir = state_dir / "default" / "demo" / "members" / "demo-0" / "data"
     # What a daemon that died without PDEATHSIG (or another tool) would leave behind.
     stray = await trio.lowlevel.open_process(
@@ -204,8 +203,7 @@ from supervisor.local import open_local_runtime
 async def main():
     cluster, spec = ClusterRef("default", "demo"), ClusterSpec(size=1, tls_enabled=False)
     async with open_local_runtime(Path(sys.argv[1])) as rt:
-        rt.set_cluster_spec(cluster, spec)
-        urls = await rt.allocate_member(cluster, "demo-0")
+        urls = await rt.allocate_member(cluster, "demo-0", spec)
         seed = MemberLaunch(cluster, "demo-0", urls, (("demo-0", urls.peer_url),), "new", spec)
         await rt.start_member(seed)
         while True:
@@ -258,28 +256,27 @@ async def test_tls_cluster_needs_the_client_certificate(runtime, state_dir: Path
     assert launch.urls.peer_url.startswith("https://127.0.0.1:")
     await wait_running(runtime, "vault-0", cluster=tls_cluster)
     files = runtime.client_tls_files(tls_cluster)
-    assert files is not None and files.ca.exists() and files.cert.exists() and files.key.exists()
-    assert oct(files.key.stat().st_mode & 0o777) == "0o600"
+    assert files.ca_file.exists() and files.cert_file.exists() and files.key_file.exists()
+    assert oct(files.key_file.stat().st_mode & 0o777) == "0o600"
     await wait_healthy(launch.urls.client_url, tls=files)
     await etcdctl(launch.urls.client_url, "put", "secret", "42", tls=files)
     got = await etcdctl(launch.urls.client_url, "get", "secret", "--print-value-only", tls=files)
     assert got.stdout.decode().strip() == "42"
 
     refused = await etcdctl(
-        launch.urls.client_url, "get", "secret", cacert_only=files.ca, check=False, command_timeout=1
+        launch.urls.client_url, "get", "secret", cacert_only=files.ca_file, check=False, command_timeout=1
     )
     assert refused.returncode != 0
     plain = await etcdctl(
         launch.urls.client_url.replace("https", "http"), "get", "secret", check=False, command_timeout=1
     )
     assert plain.returncode != 0
-    assert runtime.client_tls_files(CLUSTER) is None or runtime.tls_enabled(CLUSTER)
 
 
 async def test_a_learner_joins_with_initial_state_existing(runtime) -> None:
     seed = await start_seed(runtime)
     await wait_healthy(seed.urls.client_url)
-    urls = await runtime.allocate_member(CLUSTER, "demo-1")
+    urls = await runtime.allocate_member(CLUSTER, "demo-1", PLAIN)
     # The way the actors grow a cluster: add as a learner (quorum untouched), start, promote.
     await etcdctl(
         seed.urls.client_url, "member", "add", "demo-1", f"--peer-urls={urls.peer_url}", "--learner"
@@ -302,7 +299,7 @@ async def test_a_learner_joins_with_initial_state_existing(runtime) -> None:
     # The next learner is taken at once: supervised members run without etcd's strict
     # reconfiguration check, which would refuse it ("unhealthy cluster") until demo-1 had
     # been connected for five seconds.
-    third = await runtime.allocate_member(CLUSTER, "demo-2")
+    third = await runtime.allocate_member(CLUSTER, "demo-2", PLAIN)
     added = await etcdctl(
         seed.urls.client_url,
         "member",
@@ -326,4 +323,4 @@ async def test_one_daemon_per_state_dir(runtime, state_dir: Path, etcd_binary) -
 @pytest.mark.parametrize("bad", ["..", "a/b", ""])
 async def test_names_cannot_escape_the_state_dir(runtime, bad: str) -> None:
     with pytest.raises(ValueError):
-        await runtime.allocate_member(CLUSTER, bad)
+        await runtime.allocate_member(CLUSTER, bad, PLAIN)

@@ -1,73 +1,22 @@
-"""plan() and assess(): the cluster's decisions, from hand-built observations."""
+"""plan(): the ordered planners together make the same decisions as before they were split."""
 
-from actors.model import (
-    ClusterRef,
-    ClusterSpec,
-    EtcdMember,
-    MemberHealth,
-    MemberUrls,
-    Phase,
-    ProcessState,
-    Role,
-    RuntimeMember,
-)
-from actors.plan import (
+from actors.actions import (
     AddLearner,
     DeleteRuntimeMember,
     MoveLeader,
-    Observed,
     PromoteLearner,
     RemoveMember,
     StartMember,
     StartSeed,
     Wait,
-    assess,
-    plan,
 )
-
-C = ClusterRef("default", "demo")
-RUNNING, EXITED, ABSENT, STARTING = (
-    ProcessState.RUNNING,
-    ProcessState.EXITED,
-    ProcessState.ABSENT,
-    ProcessState.STARTING,
-)
-
-
-def urls(i):
-    return MemberUrls(f"http://127.0.0.1:{20000 + i}", f"http://127.0.0.1:{30000 + i}")
-
-
-def rt(i, state=RUNNING, has_data=True, failures=0):
-    return RuntimeMember(f"demo-{i}", urls(i), state, has_data, pid=100 + i, consecutive_failures=failures)
-
-
-def em(i, learner=False, started=True):
-    u = urls(i)
-    return EtcdMember(
-        id=1000 + i,
-        name=f"demo-{i}" if started else "",
-        peer_urls=(u.peer_url,),
-        client_urls=(u.client_url,) if started else (),
-        is_learner=learner,
-    )
-
-
-def hl(i, leader=0, index=100, applied=None, learner=False):
-    return MemberHealth(1000 + i, 1000 + leader, index, index if applied is None else applied, learner, 4096)
-
-
-def cluster(n, leader=0):
-    """n healthy voting members, demo-<leader> leading."""
-    return (
-        [rt(i) for i in range(n)],
-        [em(i) for i in range(n)],
-        {f"demo-{i}": hl(i, leader) for i in range(n)},
-    )
+from actors.model import ClusterSpec
+from actors.plan import plan
+from tests.unit.facts import ABSENT, EXITED, RUNNING, STARTING, cluster, em, hl, observed, rt, urls
 
 
 def decide(size, runtime, members, health):
-    return plan(C, ClusterSpec(size=size), Observed(tuple(runtime), members and tuple(members), health))
+    return plan(ClusterSpec(size=size), observed(runtime, members, health))
 
 
 def test_an_empty_cluster_starts_one_seed_member():
@@ -214,48 +163,3 @@ def test_with_membership_unknown_members_with_data_restart_and_lost_data_is_repo
     assert isinstance(gone, Wait) and "restore from backup" in gone.reason
     # A lone member that never ran is an interrupted bootstrap: start it as the seed.
     assert decide(3, [rt(0, ABSENT, has_data=False)], None, {}) == StartSeed("demo-0")
-
-
-def status(size, observed_parts, previous, step):
-    runtime, members, health = observed_parts
-    return assess(
-        ClusterSpec(size=size),
-        Observed(tuple(runtime), members and tuple(members), health),
-        previous=previous,
-        generation=7,
-        step=step,
-        now=50.0,
-    )
-
-
-def test_phases_follow_the_state_machine():
-    assert status(3, cluster(1), Phase.CREATING, AddLearner("demo-1")).phase is Phase.CREATING
-    assert status(3, cluster(3), Phase.CREATING, None).phase is Phase.RUNNING
-    assert status(5, cluster(3), Phase.RUNNING, AddLearner("demo-3")).phase is Phase.SCALING
-    runtime, members, health = cluster(3)
-    runtime[1], runtime[2] = rt(1, EXITED), rt(2, EXITED)
-    lost = (runtime, members, {"demo-0": health["demo-0"]})
-    failed = status(3, lost, Phase.RUNNING, StartMember("demo-1", (), "x"))
-    assert failed.phase is Phase.FAILED
-    available = {c.type: c for c in failed.conditions}["Available"]
-    assert (available.status, available.reason) == ("False", "QuorumLost")
-    runtime[1] = rt(1)
-    partial = (runtime, members, {**lost[2], "demo-1": hl(1)})
-    assert status(3, partial, Phase.FAILED, StartMember("demo-2", (), "x")).phase is Phase.RECOVERING
-    assert status(3, cluster(3), Phase.RECOVERING, None).phase is Phase.RUNNING
-
-
-def test_status_reports_roles_health_and_ready_replicas():
-    runtime, members, health = cluster(3, leader=1)
-    runtime[2] = rt(2, EXITED)
-    del health["demo-2"]
-    result = status(3, (runtime, members, health), Phase.RUNNING, StartMember("demo-2", (), "restart"))
-    assert [(m.name, m.role, m.healthy) for m in result.members] == [
-        ("demo-0", Role.FOLLOWER, True),
-        ("demo-1", Role.LEADER, True),
-        ("demo-2", Role.UNKNOWN, False),
-    ]
-    assert result.ready_replicas == 2 and result.observed_generation == 7
-    assert result.phase is Phase.RUNNING  # healing, not scaling
-    degraded = {c.type: c for c in result.conditions}["Degraded"]
-    assert (degraded.status, degraded.message) == ("True", "unhealthy: demo-2")

@@ -1,7 +1,7 @@
 """Spec changes a running cluster refuses, whatever the document says on its own."""
 
 from actors.model import ClusterSpec, StorageSpec
-from actors.transitions import refused_changes
+from actors.spec_changes import refused_changes
 
 
 def fields(current: ClusterSpec, wanted: ClusterSpec) -> set[str]:

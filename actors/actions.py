@@ -1,0 +1,219 @@
+"""Actions: the steps a planner can choose, each carrying everything about itself.
+
+An action knows how it runs against the ports (`execute`), the Event reason it is recorded
+under, how it reads in the audit trail once done (`describe`) and in the status while it is
+the next step (`progress`). The cluster actor only calls these, so adding a step is adding
+one class here (or anywhere) and a planner that returns it; nothing else changes.
+
+No trio and no asyncio: `execute` awaits the ports and nothing else.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+from attrs import frozen
+
+from actors.errors import EtcdError, MemberNotFound
+from actors.model import ClusterSpec, MemberLaunch
+from actors.observed import Observed
+from actors.ports import EtcdAdmin, MemberRuntime
+
+
+@frozen
+class ActionContext:
+    """What an action may use: the spec in force, what was observed, and the ports."""
+
+    spec: ClusterSpec
+    observed: Observed
+    runtime: MemberRuntime
+    admin: EtcdAdmin
+
+    @property
+    def endpoints(self) -> list[str]:
+        return self.observed.endpoints()
+
+
+class Action(abc.ABC):
+    """One step towards the spec. Subclasses are attrs.frozen records of their arguments."""
+
+    __slots__ = ()
+
+    # The Kubernetes Event reason (CamelCase) recorded when the action succeeded.
+    event_reason: ClassVar[str]
+
+    @abc.abstractmethod
+    async def execute(self, ctx: ActionContext) -> None:
+        """Carry the step out; raise EtcdError (or time out) when refused or unreachable."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """What was done, for the audit trail: "added learner demo-3"."""
+
+    @abc.abstractmethod
+    def progress(self) -> str:
+        """What is under way, for the status message: "adding member demo-3"."""
+
+    @property
+    def failure_reason(self) -> str:
+        return f"{type(self).__name__}Failed"
+
+
+@frozen
+class Wait:
+    """Nothing safe to do now; why, for the status message."""
+
+    reason: str
+
+
+Step = Action | Wait
+
+
+# --- starting members ---------------------------------------------------------------------------
+
+
+@frozen
+class StartSeed(Action):
+    """Bootstrap: start the first member alone, as a new one-member cluster."""
+
+    name: str
+    event_reason: ClassVar[str] = "SeedStarted"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        cluster = ctx.observed.cluster
+        urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
+        initial = ((self.name, urls.peer_url),)
+        await ctx.runtime.start_member(MemberLaunch(cluster, self.name, urls, initial, "new", ctx.spec))
+
+    def describe(self) -> str:
+        return f"started seed member {self.name}"
+
+    def progress(self) -> str:
+        return f"starting seed member {self.name}"
+
+
+@frozen
+class StartMember(Action):
+    """Start a member's process: a learner just added, or a member restarting from its data."""
+
+    name: str
+    initial_cluster: tuple[tuple[str, str], ...]
+    reason: str
+    event_reason: ClassVar[str] = "MemberStarted"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        urls = ctx.observed.runtime_by_name()[self.name].urls
+        initial = self.initial_cluster or ((self.name, urls.peer_url),)
+        launch = MemberLaunch(ctx.observed.cluster, self.name, urls, initial, "existing", ctx.spec)
+        await ctx.runtime.start_member(launch)
+
+    def describe(self) -> str:
+        return f"started member {self.name}: {self.reason}"
+
+    def progress(self) -> str:
+        return self.reason
+
+
+# --- membership ---------------------------------------------------------------------------------
+
+
+@frozen
+class AddLearner(Action):
+    """Reserve addresses for a new member, then add it to etcd as a learner (started next)."""
+
+    name: str
+    event_reason: ClassVar[str] = "LearnerAdded"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        cluster = ctx.observed.cluster
+        # Addresses first, so etcd never lists a peer URL the runtime cannot serve.
+        urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
+        try:
+            await ctx.admin.add_learner(ctx.endpoints, urls.peer_url)
+        except EtcdError:
+            # Give the addresses back; if etcd did add it after all, the leftovers planner
+            # removes the learner that has no runtime member.
+            await ctx.runtime.delete_member(cluster, self.name)
+            raise
+
+    def describe(self) -> str:
+        return f"added learner {self.name}"
+
+    def progress(self) -> str:
+        return f"adding member {self.name}"
+
+
+@frozen
+class PromoteLearner(Action):
+    name: str
+    member_id: int
+    event_reason: ClassVar[str] = "LearnerPromoted"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        await ctx.admin.promote(ctx.endpoints, self.member_id)
+
+    def describe(self) -> str:
+        return f"promoted learner {self.name} to voting member"
+
+    def progress(self) -> str:
+        return f"promoting learner {self.name}"
+
+
+@frozen
+class MoveLeader(Action):
+    to_name: str
+    to_id: int
+    reason: str
+    event_reason: ClassVar[str] = "LeaderMoved"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        await ctx.admin.move_leader(ctx.endpoints, self.to_id)
+
+    def describe(self) -> str:
+        return f"moved leadership to {self.to_name}: {self.reason}"
+
+    def progress(self) -> str:
+        return self.reason
+
+
+@frozen
+class RemoveMember(Action):
+    """Remove a member from etcd's membership, then delete it from the runtime."""
+
+    member_id: int
+    name: str
+    reason: str
+    event_reason: ClassVar[str] = "MemberRemoved"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        try:
+            await ctx.admin.remove(ctx.endpoints, self.member_id)
+        except MemberNotFound:
+            pass  # removed already, by an earlier incarnation of the cluster actor
+        if self.name:
+            await ctx.runtime.delete_member(ctx.observed.cluster, self.name)
+
+    def describe(self) -> str:
+        return f"removed member {self.name} ({self.member_id:x}): {self.reason}"
+
+    def progress(self) -> str:
+        return self.reason
+
+
+@frozen
+class DeleteRuntimeMember(Action):
+    """Delete a runtime member etcd does not know (a leftover of an interrupted change)."""
+
+    name: str
+    reason: str
+    event_reason: ClassVar[str] = "MemberDeleted"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        await ctx.runtime.delete_member(ctx.observed.cluster, self.name)
+
+    def describe(self) -> str:
+        return f"deleted {self.name}: {self.reason}"
+
+    def progress(self) -> str:
+        return self.reason

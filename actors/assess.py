@@ -1,0 +1,143 @@
+"""Pure status: what a cluster shows for what was observed and the step that comes next.
+
+Also the status rules that are not decisions: an invalid edit reported over the status, and
+the Kubernetes convention for a condition's lastTransitionTime.
+"""
+
+from __future__ import annotations
+
+from actors.actions import Action, Step, Wait
+from actors.model import ClusterSpec, ClusterStatus, Condition, MemberStatus, Phase, Role
+from actors.observed import Observed
+
+
+def assess(
+    spec: ClusterSpec,
+    observed: Observed,
+    *,
+    previous: Phase | None,
+    generation: int,
+    step: Step | None,
+    now: float,
+    previous_conditions: tuple[Condition, ...] = (),
+    problem: str | None = None,
+) -> ClusterStatus:
+    """The status for `observed`, given the phase shown before and the next step.
+
+    `problem` is what was wrong with the user's latest edit: the cluster keeps its last good
+    spec and says so instead of its usual message.
+    """
+    healthy_voters = observed.healthy_voters()
+    quorum_ok = observed.has_quorum()
+    phase = next_phase(previous, spec, observed, converged=step is None)
+    message = step_message(step, healthy=len(healthy_voters), size=spec.size)
+    statuses = member_statuses(observed)
+    conditions = (
+        Condition(
+            "Available",
+            "True" if quorum_ok else "False",
+            "QuorumHealthy" if quorum_ok else "QuorumLost",
+            f"{len(healthy_voters)} of {len(observed.voters())} voting members healthy",
+        ),
+        Condition(
+            "Progressing",
+            "False" if step is None else "True",
+            "Stable" if step is None else type(step).__name__,
+            "" if step is None else message,
+        ),
+        _degraded(statuses, problem),
+    )
+    if problem:
+        message = f"latest spec rejected, still serving the previous one: {problem}"
+    return ClusterStatus(
+        phase=phase,
+        ready_replicas=len([s for s in statuses if s.healthy and s.role is not Role.LEARNER]),
+        observed_generation=generation,
+        members=statuses,
+        conditions=carry_transition_times(conditions, previous_conditions, now),
+        message=message,
+    )
+
+
+def step_message(step: Step | None, *, healthy: int, size: int) -> str:
+    if isinstance(step, Wait):
+        return step.reason
+    if isinstance(step, Action):
+        return step.progress()
+    return f"{healthy} of {size} members healthy"
+
+
+def member_statuses(observed: Observed) -> tuple[MemberStatus, ...]:
+    leader = observed.leader_id()
+    statuses = []
+    for m in observed.members:
+        r = observed.runtime_for(m)
+        role = Role.LEARNER if m.is_learner else Role.LEADER if m.id == leader else Role.FOLLOWER
+        healthy = observed.healthy(m)
+        statuses.append(
+            MemberStatus(
+                name=observed.name_of(m),
+                id=f"{m.id:x}",
+                peer_url=m.peer_urls[0] if m.peer_urls else (r.urls.peer_url if r else ""),
+                client_url=m.client_urls[0] if m.client_urls else (r.urls.client_url if r else ""),
+                role=role if healthy or role is not Role.FOLLOWER else Role.UNKNOWN,
+                healthy=healthy,
+                pid=r.pid if r else None,
+            )
+        )
+    if observed.etcd_members is None:  # nothing answered: show what the runtime has
+        for r in observed.runtime:
+            statuses.append(
+                MemberStatus(r.name, "", r.urls.peer_url, r.urls.client_url, Role.UNKNOWN, False, r.pid)
+            )
+    return tuple(sorted(statuses, key=lambda s: s.name))
+
+
+def _degraded(statuses: tuple[MemberStatus, ...], problem: str | None) -> Condition:
+    if problem:
+        return Condition("Degraded", "True", "InvalidSpec", problem)
+    unhealthy = sorted(s.name for s in statuses if not s.healthy)
+    if unhealthy:
+        return Condition("Degraded", "True", "MembersUnhealthy", "unhealthy: " + ", ".join(unhealthy))
+    return Condition("Degraded", "False", "AllMembersHealthy", "")
+
+
+def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *, converged: bool) -> Phase:
+    """The state machine: Creating -> Running <-> Scaling; any -> Failed -> Recovering -> Running."""
+    voters = observed.voters()
+    membership_changing = len(voters) != spec.size or bool(observed.learners())
+    if previous is None:  # a fresh actor: judge from what exists
+        bootstrapped = observed.etcd_members is not None or any(r.has_data for r in observed.runtime)
+        previous = Phase.RUNNING if bootstrapped else Phase.CREATING
+    quorum_ok = observed.has_quorum()
+    if previous is Phase.CREATING:
+        # Young, not failed: a cluster that never formed has no quorum to lose.
+        return Phase.RUNNING if converged and quorum_ok else Phase.CREATING
+    if not quorum_ok:
+        return Phase.FAILED
+    if previous in (Phase.FAILED, Phase.RECOVERING):
+        whole = converged and len(observed.healthy_voters()) == spec.size
+        return Phase.RUNNING if whole else Phase.RECOVERING
+    if converged:
+        return Phase.RUNNING
+    # Restarting a member is healing, not scaling: Degraded says so.
+    return Phase.SCALING if membership_changing else Phase.RUNNING
+
+
+def carry_transition_times(
+    conditions: tuple[Condition, ...], previous: tuple[Condition, ...], now: float
+) -> tuple[Condition, ...]:
+    """Keep a condition's lastTransitionTime unless its status flipped (Kubernetes convention).
+
+    The one merge of transition times: the cluster actor applies it against the status it
+    published last, the Kubernetes status sink against the status stored on the object (which
+    outlives the operator).
+    """
+    before = {c.type: c for c in previous}
+    out = []
+    for c in conditions:
+        old = before.get(c.type)
+        kept = old is not None and old.status == c.status and old.last_transition_time
+        stamp = old.last_transition_time if kept and old is not None else now
+        out.append(Condition(c.type, c.status, c.reason, c.message, stamp))
+    return tuple(out)

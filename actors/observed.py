@@ -1,0 +1,111 @@
+"""What the cluster actor observed of one cluster, and the questions every planner asks of it.
+
+Pure: no trio, no asyncio, no I/O. Planners, assess() and per-cluster children all read the
+same `Observed`, so they can never disagree about which member is healthy or who leads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from attrs import frozen
+
+from actors.model import ClusterRef, EtcdMember, MemberHealth, ProcessState, RuntimeMember
+
+
+def quorum(voters: int) -> int:
+    return voters // 2 + 1
+
+
+@frozen
+class Observed:
+    """One cluster's facts at one moment, as the cluster actor gathered them."""
+
+    cluster: ClusterRef
+    runtime: tuple[RuntimeMember, ...]
+    # etcd's membership list, or None when no member answered (membership unknown).
+    etcd_members: tuple[EtcdMember, ...] | None
+    # Latest Status answer per runtime member name; absent or None means unreachable.
+    health: Mapping[str, MemberHealth | None]
+
+    # --- the runtime side --------------------------------------------------------------------
+
+    def runtime_by_name(self) -> dict[str, RuntimeMember]:
+        return {m.name: m for m in self.runtime}
+
+    def runtime_for(self, member: EtcdMember) -> RuntimeMember | None:
+        for r in self.runtime:
+            if r.urls.peer_url in member.peer_urls:
+                return r
+        return None
+
+    def is_healthy(self, name: str) -> bool:
+        r = self.runtime_by_name().get(name)
+        if r is None or r.state is not ProcessState.RUNNING:
+            return False
+        h = self.health.get(name)
+        return h is not None and not h.errors
+
+    # --- etcd's side -------------------------------------------------------------------------
+
+    @property
+    def members(self) -> tuple[EtcdMember, ...]:
+        return self.etcd_members or ()
+
+    def voters(self) -> list[EtcdMember]:
+        return [m for m in self.members if not m.is_learner]
+
+    def learners(self) -> list[EtcdMember]:
+        return [m for m in self.members if m.is_learner]
+
+    def healthy(self, member: EtcdMember) -> bool:
+        r = self.runtime_for(member)
+        return r is not None and self.is_healthy(r.name)
+
+    def healthy_voters(self) -> list[EtcdMember]:
+        return [m for m in self.voters() if self.healthy(m)]
+
+    def has_quorum(self) -> bool:
+        voters = self.voters()
+        return bool(voters) and len(self.healthy_voters()) >= quorum(len(voters))
+
+    def name_of(self, member: EtcdMember) -> str:
+        """etcd's name, or the runtime's for a learner not yet started (etcd has none for it)."""
+        if member.name:
+            return member.name
+        r = self.runtime_for(member)
+        return r.name if r else ""
+
+    def display_name(self, member: EtcdMember) -> str:
+        return self.name_of(member) or f"{member.id:x}"
+
+    def leader_id(self) -> int | None:
+        # The leader as most healthy members see it; a lone dissenter is mid-election.
+        votes: dict[int, int] = {}
+        for name, h in self.health.items():
+            if h is not None and h.leader_id and self.is_healthy(name):
+                votes[h.leader_id] = votes.get(h.leader_id, 0) + 1
+        return max(votes, key=lambda k: votes[k]) if votes else None
+
+    def can_remove(self, member: EtcdMember) -> bool:
+        """Removing `member` leaves a healthy quorum of the voters that remain."""
+        if member.is_learner:
+            return True  # learners do not vote
+        remaining_healthy = len([v for v in self.healthy_voters() if v.id != member.id])
+        return remaining_healthy >= quorum(len(self.voters()) - 1)
+
+    # --- where to aim etcd calls ---------------------------------------------------------------
+
+    def endpoints(self) -> list[str]:
+        """Client URLs to aim etcd calls at: the leader first, then voters, then the rest."""
+
+        def rank(r: RuntimeMember) -> tuple[int, str]:
+            h = self.health.get(r.name)
+            if h is None:
+                return (3, r.name)
+            if h.member_id == h.leader_id:
+                return (0, r.name)
+            return (2 if h.is_learner else 1, r.name)
+
+        live = [r for r in self.runtime if r.state in (ProcessState.RUNNING, ProcessState.STARTING)]
+        return [r.urls.client_url for r in sorted(live, key=rank)]

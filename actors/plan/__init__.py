@@ -1,0 +1,51 @@
+"""Pure decisions: the single next step for one cluster.
+
+`plan(spec, observed)` asks an ordered list of small planners, each
+`(spec, observed) -> Action | Wait | None`; the first that answers wins. Membership changes
+happen one at a time: the caller executes the step, re-observes and asks again. No step may
+cost quorum: members join as learners and are promoted once caught up, unhealthy members go
+before healthy ones, and leadership moves away from a member before it is removed.
+
+The order is the policy. Bring back what is down before anything else (that is also how a
+cluster that lost quorum returns); with quorum lost, change nothing; then repair (lost data,
+leftovers), finish the change in flight (a learner), and only then work towards the size.
+A new capability (upgrades, defragmentation, space) is a planner module added to the list.
+
+No trio, no asyncio, no I/O: everything here is a function of its arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from actors.actions import Step
+from actors.model import ClusterSpec
+from actors.observed import Observed
+from actors.plan.bootstrap import membership_unknown
+from actors.plan.data_loss import replace_lost_data
+from actors.plan.learners import finish_learner
+from actors.plan.leftovers import delete_leftovers
+from actors.plan.quorum import hold_without_quorum
+from actors.plan.restart import restart_stopped
+from actors.plan.size import match_size
+
+Planner = Callable[[ClusterSpec, Observed], Step | None]
+
+PLANNERS: tuple[Planner, ...] = (
+    membership_unknown,
+    restart_stopped,
+    hold_without_quorum,
+    replace_lost_data,
+    delete_leftovers,
+    finish_learner,
+    match_size,
+)
+
+
+def plan(spec: ClusterSpec, observed: Observed, planners: Sequence[Planner] = PLANNERS) -> Step | None:
+    """The single next step towards `spec`, a Wait with its reason, or None when converged."""
+    for planner in planners:
+        step = planner(spec, observed)
+        if step is not None:
+            return step
+    return None

@@ -1,0 +1,27 @@
+"""No member answers, so etcd's membership is unknown: bootstrap, or bring members back."""
+
+from __future__ import annotations
+
+from actors.actions import StartMember, StartSeed, Step, Wait
+from actors.model import ClusterSpec, ProcessState, member_name
+from actors.observed import Observed
+
+
+def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
+    if observed.etcd_members is not None:
+        return None
+    runtime = observed.runtime
+    if not runtime:
+        return StartSeed(member_name(observed.cluster, 0))
+    # Bring back every member that still has data; quorum returns once a majority runs again.
+    # Their own data tells etcd the membership, so no initial-cluster flags are needed.
+    for r in sorted(runtime, key=lambda m: m.name):
+        if r.has_data and r.state in (ProcessState.EXITED, ProcessState.ABSENT):
+            return StartMember(r.name, (), reason="restart from its data while membership is unknown")
+    if any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime):
+        return Wait("waiting for members to answer")
+    # Nothing runs and nothing has data. A lone member that never ran is an interrupted
+    # bootstrap; several are a cluster whose data is gone.
+    if len(runtime) == 1:
+        return StartSeed(runtime[0].name)
+    return Wait("every member lost its data: only a restore from backup can bring the data back")

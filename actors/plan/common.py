@@ -1,0 +1,38 @@
+"""Small facts several planners need: member names and etcd's initial-cluster list."""
+
+from __future__ import annotations
+
+from actors.model import EtcdMember, member_name, member_ordinal
+from actors.observed import Observed
+
+
+def next_member_name(observed: Observed) -> str:
+    """A fresh name: one past the highest ordinal ever seen, so replacements are new members."""
+    cluster = observed.cluster
+    ordinals = [member_ordinal(cluster, m.name) for m in observed.runtime]
+    ordinals += [member_ordinal(cluster, m.name) for m in observed.members]
+    known = [o for o in ordinals if o is not None]
+    return member_name(cluster, max(known) + 1 if known else 0)
+
+
+def initial_cluster(observed: Observed, joining: str) -> tuple[tuple[str, str], ...]:
+    """etcd's name=peerURL list for a member starting into the existing cluster.
+
+    Every member is listed, the joining one included; a learner added but not yet started
+    has no name in etcd's list, so names come from the runtime records.
+    """
+    pairs = []
+    for m in observed.members:
+        name = observed.name_of(m)
+        if name and m.peer_urls:
+            pairs.append((name, m.peer_urls[0]))
+    if joining not in {n for n, _ in pairs}:
+        r = observed.runtime_by_name().get(joining)
+        if r is not None:
+            pairs.append((joining, r.urls.peer_url))
+    return tuple(sorted(pairs))
+
+
+def ordinal_of(observed: Observed, member: EtcdMember) -> int:
+    ordinal = member_ordinal(observed.cluster, observed.name_of(member))
+    return ordinal if ordinal is not None else -1

@@ -1,0 +1,52 @@
+"""Towards spec.size: add one learner, or remove one voter, at a time."""
+
+from __future__ import annotations
+
+from actors.actions import AddLearner, MoveLeader, RemoveMember, Step, Wait
+from actors.model import ClusterSpec, EtcdMember
+from actors.observed import Observed
+from actors.plan.common import next_member_name, ordinal_of
+
+
+def match_size(spec: ClusterSpec, observed: Observed) -> Step | None:
+    voters = observed.voters()
+    if len(voters) < spec.size:
+        return _grow(observed, voters)
+    if len(voters) > spec.size:
+        return _shrink(spec, observed, voters)
+    return None
+
+
+def _grow(observed: Observed, voters: list[EtcdMember]) -> Step:
+    # A learner does not vote, but adding one is still a membership change: make it only
+    # while every voter answers (what etcd's strict reconfiguration check would demand;
+    # supervised members run without it, see supervisor/etcd/member_settings.py).
+    lagging = sorted(observed.display_name(m) for m in voters if not observed.healthy(m))
+    if lagging:
+        return Wait(
+            f"adding a member waits for every voting member to be healthy: {', '.join(lagging)} not yet"
+        )
+    return AddLearner(next_member_name(observed))
+
+
+def _shrink(spec: ClusterSpec, observed: Observed, voters: list[EtcdMember]) -> Step:
+    victim = scale_down_victim(observed, voters)
+    if victim.id == observed.leader_id():
+        target = next((m for m in observed.healthy_voters() if m.id != victim.id), None)
+        if target is None:
+            return Wait("no healthy member to move leadership to")
+        return MoveLeader(target.name, target.id, reason=f"{victim.name} is leaving")
+    if not observed.can_remove(victim):
+        return Wait(f"removing {victim.name} now would cost quorum")
+    return RemoveMember(victim.id, victim.name, reason=f"size is {spec.size}")
+
+
+def scale_down_victim(observed: Observed, voters: list[EtcdMember]) -> EtcdMember:
+    """Unhealthy members go first (removing them costs nothing), then followers, newest first;
+    the leader only when nothing else is left."""
+    leader = observed.leader_id()
+
+    def keep_score(m: EtcdMember) -> tuple[bool, bool, int]:
+        return (observed.healthy(m), m.id == leader, -ordinal_of(observed, m))
+
+    return min(voters, key=keep_score)

@@ -1,0 +1,99 @@
+"""The local supervisor embedded in another program: real etcd processes, the real actors and
+etcd client, statuses and events kept in memory where the program can wait on them.
+
+What benchmarks and the lifecycle and chaos tests run; `etcd-supervisor local` is the same
+wiring (local_ports, open_fleet) with status files and a terminal board as its sinks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import attrs
+import trio
+
+from actors.cluster import Timing
+from actors.fleet import Fleet, open_fleet
+from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase
+from actors.ports import ClusterPorts
+from supervisor.aio import open_asyncio_loop
+from supervisor.local.daemon import local_ports
+from supervisor.local.runtime import LocalRuntime, open_local_runtime
+from supervisor.runtime import Intensity
+
+
+@attrs.define
+class Recorder:
+    """StatusSink and EventSink in memory, so a program can wait on what the actors published."""
+
+    statuses: dict[ClusterRef, ClusterStatus] = attrs.field(factory=dict)
+    history: list[tuple[ClusterRef, ClusterStatus]] = attrs.field(factory=list)
+    events: list[tuple[ClusterRef, str, str]] = attrs.field(factory=list)
+    changed: trio.Event = attrs.field(factory=trio.Event)
+
+    async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
+        self.statuses[cluster] = status
+        self.history.append((cluster, status))
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append((cluster, reason, message))
+
+    def phases(self, cluster: ClusterRef) -> list[str]:
+        """Published phases in order, repeats folded."""
+        out: list[str] = []
+        for ref, status in self.history:
+            if ref == cluster and (not out or out[-1] != status.phase.value):
+                out.append(status.phase.value)
+        return out
+
+    def reasons(self, cluster: ClusterRef) -> list[str]:
+        return [reason for ref, reason, _ in self.events if ref == cluster]
+
+
+@attrs.define
+class LocalSupervisor:
+    fleet: Fleet
+    runtime: LocalRuntime
+    recorder: Recorder
+
+    async def wait_for(self, ref: ClusterRef, predicate: Callable[[ClusterStatus], bool]) -> ClusterStatus:
+        """The first published status of `ref` that satisfies `predicate` (bound it with fail_after)."""
+        while True:
+            status = self.recorder.statuses.get(ref)
+            if status is not None and predicate(status):
+                return status
+            await self.recorder.changed.wait()
+
+    async def wait_healthy(self, ref: ClusterRef, size: int) -> ClusterStatus:
+        return await self.wait_for(ref, lambda s: is_healthy(s, size))
+
+
+def is_healthy(status: ClusterStatus, size: int) -> bool:
+    return (
+        status.phase is Phase.RUNNING
+        and status.ready_replicas == size
+        and len(status.members) == size
+        and all(m.healthy for m in status.members)
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_local_supervisor(
+    state_dir: Path, *, timing: Timing, wrap: Callable[[ClusterPorts], ClusterPorts] | None = None
+) -> AsyncIterator[LocalSupervisor]:
+    """The daemon's own wiring (local_ports, open_fleet) with an in-memory recorder as the sinks."""
+    recorder = Recorder()
+    async with open_asyncio_loop(), open_local_runtime(state_dir) as runtime:
+        ports = local_ports(runtime, recorder, timing)
+
+        def ports_for(res: ClusterResource) -> ClusterPorts:
+            return wrap(ports(res)) if wrap else ports(res)
+
+        async with open_fleet(
+            ports_for, name="test-root", timing=timing, intensity=Intensity(100, 10.0)
+        ) as fleet:
+            yield LocalSupervisor(fleet, runtime, recorder)

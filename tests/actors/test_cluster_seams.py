@@ -1,0 +1,111 @@
+"""The shape later capabilities plug into: one class per action, planners, per-cluster children,
+ports with lifetimes, and one observation per tick. Autojump clock, in-memory ports."""
+
+from typing import ClassVar
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from actors.actions import Action, ActionContext, Wait
+from actors.cluster import ClusterContext
+from actors.fleet import open_fleet
+from actors.model import ClusterResource, ClusterSpec
+from actors.plan import PLANNERS
+from supervisor.runtime import ChildSpec
+from tests.actors.world import REF, TIMING, MemoryWorld, ports, run_fleet
+
+
+@pytest.fixture
+def autojump_clock():
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+async def test_a_steady_cluster_is_observed_once_per_tick(autojump_clock):
+    world = MemoryWorld()
+    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+        await fleet.apply([ClusterResource(REF, ClusterSpec(size=5, tls_enabled=False))])
+        await trio.sleep(20.5)  # formed well before this; between two ticks
+        assert world.statuses[-1][1].ready_replicas == 5
+        world.calls.clear()
+        await trio.sleep(10)
+    # Ten ticks of five members: one runtime listing and one etcd member list per tick, and
+    # one probe per member; the probes' answers replan without calling anything.
+    assert world.calls["list_members"] == 10
+    assert world.calls["member_list"] == 10
+    assert world.calls["member_health"] == 50
+
+
+@attrs.frozen
+class Sweep(Action):
+    """A test-only step: the whole of what adding an action takes."""
+
+    note: str
+    event_reason: ClassVar[str] = "Swept"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        SWEPT.append((self.note, len(ctx.observed.voters()), ctx.spec.size))
+
+    def describe(self) -> str:
+        return f"swept {self.note}"
+
+    def progress(self) -> str:
+        return f"sweeping {self.note}"
+
+
+def sweep_once(spec, observed):
+    if observed.has_quorum() and len(observed.voters()) == spec.size and not SWEPT:
+        return Sweep("dust")
+    return None
+
+
+SWEPT: list = []
+
+
+async def test_a_new_action_is_one_class_and_a_planner(autojump_clock):
+    world = MemoryWorld()
+    SWEPT.clear()
+    await run_fleet(world, size=3, seconds=10, planners=[sweep_once, *PLANNERS])
+    assert SWEPT == [("dust", 3, 3)]
+    assert ("Swept", "swept dust") in [(reason, message) for _, reason, message in world.events]
+    progressing = [s for _, s in world.statuses if s.message == "sweeping dust"]
+    assert progressing and {c.type: c for c in progressing[0].conditions}["Progressing"].reason == "Sweep"
+    assert world.statuses[-1][1].message == "3 of 3 members healthy"
+
+
+async def test_a_per_cluster_child_reads_what_the_cluster_actor_observed(autojump_clock):
+    world = MemoryWorld()
+    seen: list[tuple[float, int]] = []
+
+    def watcher(context: ClusterContext) -> ChildSpec:
+        async def run(task_status=trio.TASK_STATUS_IGNORED):
+            task_status.started()
+            while True:
+                observed = await context.feed.wait_next()
+                assert observed.cluster == context.ref
+                seen.append((trio.current_time(), len(observed.healthy_voters())))
+
+        return ChildSpec("watcher", run)
+
+    await run_fleet(world, size=3, seconds=5, children=[watcher])
+    # It saw the cluster grow to three healthy voters, and made no etcd call of its own.
+    counts = [n for _, n in seen]
+    assert counts[0] == 0 and max(counts) == 3 and counts == sorted(counts)
+    assert world.calls["member_list"] < len(seen)
+
+
+async def test_removing_a_cluster_closes_its_ports_and_so_does_leaving_the_fleet(autojump_clock):
+    world = MemoryWorld()
+    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+        await fleet.apply([ClusterResource(REF, ClusterSpec(size=1, tls_enabled=False))])
+        await trio.sleep(3)
+        await fleet.apply([])
+        assert world.closed == 1
+        await fleet.apply([ClusterResource(REF, ClusterSpec(size=1, tls_enabled=False))])
+        await trio.sleep(3)
+    assert world.closed == 2
+
+
+def test_wait_is_not_an_action():
+    assert not isinstance(Wait("x"), Action)

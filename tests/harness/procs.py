@@ -1,0 +1,27 @@
+"""Finding the processes a test left behind, by what their command lines mention."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def pids_mentioning(*words: str) -> list[int]:
+    """Processes (not this one) whose command line contains every one of `words`."""
+    wanted = [w.encode() for w in words]
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if all(w in cmdline for w in wanted):
+            pids.append(int(entry.name))
+    return pids
+
+
+def etcd_pids_under(path: Path) -> list[int]:
+    """etcd processes whose command line names something under `path` (a data dir, say)."""
+    return pids_mentioning("etcd", str(path))

@@ -1,0 +1,85 @@
+"""assess(): the status a cluster shows, from hand-built observations."""
+
+from actors.actions import AddLearner, StartMember
+from actors.assess import assess, carry_transition_times
+from actors.model import ClusterSpec, Condition, Phase, Role
+from tests.unit.facts import EXITED, cluster, hl, observed, rt
+
+
+def status(size, observed_parts, previous, step):
+    runtime, members, health = observed_parts
+    return assess(
+        ClusterSpec(size=size),
+        observed(runtime, members, health),
+        previous=previous,
+        generation=7,
+        step=step,
+        now=50.0,
+    )
+
+
+def test_phases_follow_the_state_machine():
+    assert status(3, cluster(1), Phase.CREATING, AddLearner("demo-1")).phase is Phase.CREATING
+    assert status(3, cluster(3), Phase.CREATING, None).phase is Phase.RUNNING
+    assert status(5, cluster(3), Phase.RUNNING, AddLearner("demo-3")).phase is Phase.SCALING
+    runtime, members, health = cluster(3)
+    runtime[1], runtime[2] = rt(1, EXITED), rt(2, EXITED)
+    lost = (runtime, members, {"demo-0": health["demo-0"]})
+    failed = status(3, lost, Phase.RUNNING, StartMember("demo-1", (), "x"))
+    assert failed.phase is Phase.FAILED
+    available = {c.type: c for c in failed.conditions}["Available"]
+    assert (available.status, available.reason) == ("False", "QuorumLost")
+    runtime[1] = rt(1)
+    partial = (runtime, members, {**lost[2], "demo-1": hl(1)})
+    assert status(3, partial, Phase.FAILED, StartMember("demo-2", (), "x")).phase is Phase.RECOVERING
+    assert status(3, cluster(3), Phase.RECOVERING, None).phase is Phase.RUNNING
+
+
+def test_status_reports_roles_health_and_ready_replicas():
+    runtime, members, health = cluster(3, leader=1)
+    runtime[2] = rt(2, EXITED)
+    del health["demo-2"]
+    result = status(3, (runtime, members, health), Phase.RUNNING, StartMember("demo-2", (), "restart"))
+    assert [(m.name, m.role, m.healthy) for m in result.members] == [
+        ("demo-0", Role.FOLLOWER, True),
+        ("demo-1", Role.LEADER, True),
+        ("demo-2", Role.UNKNOWN, False),
+    ]
+    assert result.ready_replicas == 2 and result.observed_generation == 7
+    assert result.phase is Phase.RUNNING  # healing, not scaling
+    degraded = {c.type: c for c in result.conditions}["Degraded"]
+    assert (degraded.status, degraded.message) == ("True", "unhealthy: demo-2")
+
+
+def test_an_invalid_edit_is_reported_over_the_usual_status():
+    runtime, members, health = cluster(3)
+    result = assess(
+        ClusterSpec(size=3),
+        observed(runtime, members, health),
+        previous=Phase.RUNNING,
+        generation=2,
+        step=None,
+        now=50.0,
+        problem="spec.size: must be 1..9",
+    )
+    degraded = {c.type: c for c in result.conditions}["Degraded"]
+    assert (degraded.status, degraded.reason, degraded.message) == (
+        "True",
+        "InvalidSpec",
+        "spec.size: must be 1..9",
+    )
+    assert result.message == "latest spec rejected, still serving the previous one: spec.size: must be 1..9"
+    assert result.phase is Phase.RUNNING  # the cluster keeps serving its last good spec
+
+
+def test_a_transition_time_holds_while_the_status_holds_and_moves_when_it_flips():
+    before = (
+        Condition("Available", "True", "QuorumHealthy", "", 10.0),
+        Condition("Degraded", "False", "x", "", 0.0),
+    )
+    now = (Condition("Available", "True", "QuorumHealthy"), Condition("Degraded", "True", "y"))
+    carried = carry_transition_times(now, before, 99.0)
+    assert [c.last_transition_time for c in carried] == [10.0, 99.0]
+    # A stored condition without a time (never stamped) does not pin 1970 on the new one.
+    unstamped = carry_transition_times((Condition("Degraded", "False", "x"),), before, 77.0)
+    assert unstamped[0].last_transition_time == 77.0
