@@ -1,5 +1,6 @@
 """A concurrent client workload against a real 3-member cluster whose leader is SIGKILLed and
-restarted halfway: what the clients saw must still be linearizable (porcupine says so)."""
+restarted halfway: what the clients saw must still be linearizable (porcupine says so).
+On the tier's etcd versions, and on the newest release built by `make etcd-versions`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import trio
 
 from supervisor.etcd import open_etcd_client
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.etcd_versions import built_or_skip, pinned
 from tests.harness.history import KvWorkload, checker_or_skip
 
 
@@ -24,6 +26,19 @@ def cluster(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) ->
 async def test_history_through_a_leader_kill_is_linearizable(
     cluster: EtcdCluster, tmp_path: Path, asyncio_loop: None
 ) -> None:
+    await leader_kill_under_workload(cluster, tmp_path)
+
+
+@pytest.mark.parametrize("minor", ["3.6"])
+async def test_history_through_a_leader_kill_is_linearizable_on_a_built_release(
+    minor: str, tmp_path: Path, asyncio_loop: None
+) -> None:
+    binaries = built_or_skip(pinned(minor))
+    with running_cluster(binaries, tmp_path / "etcd", size=3) as cluster:
+        await leader_kill_under_workload(cluster, tmp_path)
+
+
+async def leader_kill_under_workload(cluster: EtcdCluster, tmp_path: Path) -> None:
     checker_or_skip()  # before the cluster work, not after it
     workload = KvWorkload(endpoints=list(cluster.endpoints))
     async with trio.open_nursery() as nursery:
