@@ -51,6 +51,11 @@ build() {  # version module-version
 }
 
 wanted=("$@")
+for version in "${wanted[@]}"; do
+  if ! awk -v v="$version" '$1 == v {found=1} END {exit !found}' "$here/etcd-versions.txt"; then
+    echo "etcd $version is not pinned in $here/etcd-versions.txt" >&2; exit 1
+  fi
+done
 while read -r version modver; do
   case "$version" in ''|'#'*) continue ;; esac
   if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $version " ]]; then continue; fi
