@@ -54,15 +54,34 @@ def build_parser() -> argparse.ArgumentParser:
         " fully qualified so they resolve from outside the cluster too (default: %(default)s)",
     )
 
-    local = sub.add_parser("local", help="run clusters as etcd processes on loopback, no Kubernetes")
-    local.add_argument("file", help="YAML file with one or more EtcdCluster documents")
+    local = sub.add_parser(
+        "local",
+        help="run clusters as etcd processes on loopback, no Kubernetes",
+        epilog="`local env NAMESPACE/NAME` prints shell exports for etcdctl instead:"
+        ' eval "$(etcd-supervisor local env default/demo --state-dir .state)"',
+    )
+    local.add_argument("file", help="YAML file with one or more EtcdCluster documents (or: env)")
+    # Only with `env`: a second positional keeps `local FILE` as it always was.
+    local.add_argument("cluster", nargs="?", metavar="NAMESPACE/NAME", help="with env: the cluster")
     local.add_argument("--state-dir", default=".state", help="where member data and status.json live")
     local.add_argument("--no-board", action="store_true", help="no live status table on the terminal")
+    local.add_argument(
+        "--leave-members-running",
+        action="store_true",
+        help="at exit, leave the etcd members running (a daemon upgrade); the next daemon adopts them",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "local" and args.cluster is not None:
+        if args.file != "env":
+            parser.error(
+                f"local takes one FILE; {args.cluster!r} is one too many (or: local env NAMESPACE/NAME)"
+            )
+        return _local_env(args.state_dir, args.cluster)
     if args.command == "local" and not args.no_board and sys.stdout.isatty():
         # The live table owns the terminal; logs go beside the data instead of over it.
         state_dir = Path(args.state_dir)
@@ -75,11 +94,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "local":
         from supervisor.local.daemon import run_local
 
-        file = Path(args.file)
+        # Absolute once, here: etcd members run with their own directory as cwd, so a relative
+        # state dir would name certificate files that do not exist from there.
+        file, state_dir = Path(args.file).absolute(), Path(args.state_dir).absolute()
         if not file.is_file():
-            print(f"etcd-supervisor local: {file}: no such file", file=sys.stderr)
+            hint = " (local env needs NAMESPACE/NAME)" if args.file == "env" else ""
+            print(f"etcd-supervisor local: {file}: no such file{hint}", file=sys.stderr)
             return 2
-        trio.run(partial(run_local, file, Path(args.state_dir), show_board=not args.no_board))
+        run = partial(
+            run_local,
+            file,
+            state_dir,
+            show_board=not args.no_board,
+            leave_members_running=args.leave_members_running,
+        )
+        trio.run(run)
         return 0
     from supervisor.kube.clusters import run_kube
 
@@ -92,6 +121,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster_domain=args.cluster_domain,
         )
     )
+    return 0
+
+
+def _local_env(state_dir: str, cluster: str) -> int:
+    from supervisor.local.env import EnvError, env_exports
+
+    try:
+        sys.stdout.write(env_exports(Path(state_dir), cluster))
+    except EnvError as exc:
+        print(f"etcd-supervisor local env: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

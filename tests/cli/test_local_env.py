@@ -1,0 +1,126 @@
+"""A person's way into a local TLS cluster (`local env`), and relative paths given to `local`:
+a real daemon process started from a working directory, real etcd members, real etcdctl."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_local_command import CLI, DOC, healthy, status_of, wait_status
+from tests.harness.procs import etcd_pids_under, pids_mentioning
+
+ETCDCTL = Path(sys.executable).parent / "etcdctl"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path):
+    """The daemon's working directory; no process mentioning it outlives the test."""
+    yield tmp_path
+    for pid in pids_mentioning(str(tmp_path)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def start_relative(workdir: Path, file: str, state: str) -> subprocess.Popen:
+    """`etcd-supervisor local FILE --state-dir DIR` as typed in a shell in workdir."""
+    return subprocess.Popen(
+        [str(CLI), "local", file, "--state-dir", state, "--no-board"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop(daemon: subprocess.Popen) -> str:
+    daemon.send_signal(signal.SIGTERM)
+    _, err = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, err[-2000:]
+    return err
+
+
+def shell(workdir: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """bash in workdir, with no ETCDCTL_* of ours leaking in: only what the script sets counts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ETCDCTL_")}
+    return subprocess.run(
+        ["bash", "-c", script], cwd=workdir, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_relative_state_dir_with_tls_starts_and_serves(workdir):
+    # Before: etcd got "st/default/t/members/t-0/tls/member.crt" while running in another cwd.
+    (workdir / "c.yaml").write_text(DOC.format(name="t", size=1, tls="true"))
+    daemon = start_relative(workdir, "c.yaml", "st")
+    try:
+        status = wait_status(workdir / "st", "t", healthy(1), timeout=30)
+        assert status["members"][0]["clientURL"].startswith("https://")
+    finally:
+        stop(daemon)
+    assert etcd_pids_under(workdir / "st") == []
+
+
+def test_local_env_points_etcdctl_at_a_tls_cluster(workdir):
+    (workdir / "c.yaml").write_text(
+        DOC.format(name="demo", size=3, tls="true") + "---\n" + DOC.format(name="plain", size=1, tls="false")
+    )
+    env = f"{CLI} local env default/demo --state-dir st"
+    daemon = start_relative(workdir, "c.yaml", "st")
+    try:
+        wait_status(workdir / "st", "demo", healthy(3))
+        plain = wait_status(workdir / "st", "plain", healthy(1))
+
+        done = shell(
+            workdir, f'eval "$({env})" && {ETCDCTL} put foo bar && {ETCDCTL} get foo --print-value-only'
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == ["OK", "bar"]
+
+        exports = shell(workdir, env).stdout
+        assert exports.startswith("export ETCDCTL_ENDPOINTS=https://127.0.0.1:")
+        for variable, file in [("CACERT", "ca.crt"), ("CERT", "client.crt"), ("KEY", "client.key")]:
+            assert f"ETCDCTL_{variable}={workdir / 'st' / 'default' / 'demo' / 'tls' / file}" in exports
+
+        # Without the certificates etcdctl cannot get in: they are what makes the difference.
+        endpoints = ",".join(m["clientURL"] for m in status_of(workdir / "st", "demo")["members"])
+        bare = shell(
+            workdir, f"{ETCDCTL} --endpoints={endpoints} --dial-timeout=2s --command-timeout=3s get foo"
+        )
+        assert bare.returncode != 0
+
+        # A plain cluster: endpoints only, and a shell's TLS variables of another cluster are unset.
+        plain_env = shell(workdir, f"{CLI} local env plain --state-dir st").stdout
+        assert plain_env == (
+            f"export ETCDCTL_ENDPOINTS={plain['members'][0]['clientURL']}\n"
+            "unset ETCDCTL_CACERT ETCDCTL_CERT ETCDCTL_KEY\n"
+        )
+        both = f'eval "$({env})"; eval "$({CLI} local env plain --state-dir st)"'
+        out = shell(workdir, f'{both}; echo "${{ETCDCTL_CACERT-unset}}"; {ETCDCTL} put k v')
+        assert out.stdout.splitlines() == ["unset", "OK"], out.stderr
+
+        unknown = shell(workdir, f"{CLI} local env default/nope --state-dir st")
+        assert unknown.returncode == 1 and unknown.stdout == ""
+        assert "no cluster default/nope" in unknown.stderr and "default/demo" in unknown.stderr
+        malformed = shell(workdir, f"{CLI} local env a/b/c --state-dir st")
+        assert malformed.returncode == 1 and "NAMESPACE/NAME" in malformed.stderr
+    finally:
+        stop(daemon)
+
+
+def test_local_file_still_means_a_file_and_two_positionals_need_env(workdir):
+    # `local FILE` is unchanged by `local env`: one positional is a file, even one named env.
+    extra = shell(workdir, f"{CLI} local c.yaml other")
+    assert extra.returncode == 2 and "one too many" in extra.stderr
+    missing = shell(workdir, f"{CLI} local env")
+    assert missing.returncode == 2 and "local env needs NAMESPACE/NAME" in missing.stderr
+    assert not (workdir / ".state").exists()
+    status = json.dumps({"phase": "Running", "members": []})
+    (workdir / ".state" / "default" / "empty").mkdir(parents=True)
+    (workdir / ".state" / "default" / "empty" / "status.json").write_text(status)
+    none_yet = shell(workdir, f"{CLI} local env default/empty")
+    assert none_yet.returncode == 1 and "no members serving clients yet" in none_yet.stderr
