@@ -3,7 +3,8 @@
 FILE holds EtcdCluster documents; every change to it is applied (a new size scales, a removed
 document tears its cluster down keeping the data, an invalid document is reported and the
 rest keep running). SIGINT/SIGTERM stop gracefully, keeping every member's data, so running
-the same command again resumes the same clusters.
+the same command again resumes the same clusters. Members are processes of their own: if the
+daemon dies (or exits with leave_members_running), they keep serving and the next daemon adopts them.
 """
 
 from __future__ import annotations
@@ -97,13 +98,14 @@ async def run_local(
     timing: Timing | None = None,
     show_board: bool = True,
     on_ready: Callable[[], None] | None = None,
+    leave_members_running: bool = False,
 ) -> None:
     timing = timing or Timing()
     board = StatusBoard() if show_board else None
     sinks = LocalSinks(state_dir, board)
     async with (
         open_asyncio_loop(),
-        open_local_runtime(state_dir) as runtime,
+        open_local_runtime(state_dir, leave_members_running=leave_members_running) as runtime,
         open_fleet(local_ports(runtime, sinks, timing), name="etcd-supervisor", timing=timing) as fleet,
         trio.open_nursery() as nursery,
     ):
@@ -116,7 +118,8 @@ async def run_local(
             on_ready()
         async for text in receive:
             await _apply(fleet, sinks, text)
-    log.info("stopped; member data kept in %s", state_dir, extra={"event": "shutdown"})
+    kept = "members left running for the next daemon" if leave_members_running else "member data kept"
+    log.info("stopped; %s in %s", kept, state_dir, extra={"event": "shutdown"})
 
 
 def local_ports(runtime: LocalRuntime, sinks: ClusterSinks, timing: Timing) -> PortsFactory:

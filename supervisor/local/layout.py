@@ -4,6 +4,8 @@
     state_dir/<namespace>/<cluster>/status.json           written by status_files
     state_dir/<namespace>/<cluster>/tls/                  CA and the daemon's client cert (TLS clusters)
     state_dir/<namespace>/<cluster>/members/<member>/member.json, data/, etcd.log, etcd.pid, tls/
+    state_dir/<namespace>/<cluster>/members/<member>/process.json  the running etcd's pid, start time
+                                                                   and argv, for the next daemon
 
 Everything the runtime reports is read back from this tree, so a daemon restarted on the same
 state_dir sees the members the previous one left behind.
@@ -21,6 +23,7 @@ from typing import Any
 from attrs import frozen
 
 from actors.model import ClusterRef, MemberUrls
+from supervisor.local.processes import ProcessIdentity
 
 MEMBER_FILE = "member.json"
 
@@ -81,6 +84,10 @@ class MemberLayout:
         return self.root / "etcd.pid"
 
     @property
+    def process_file(self) -> Path:
+        return self.root / "process.json"
+
+    @property
     def tls_dir(self) -> Path:
         return self.root / "tls"
 
@@ -106,6 +113,12 @@ class StateLayout:
         """member.json of every member of every cluster under state_dir."""
         return self.state_dir.glob(f"*/*/members/*/{MEMBER_FILE}")
 
+    def all_members(self) -> Iterator[tuple[ClusterRef, MemberLayout]]:
+        """Every member directory with a member.json, and the cluster it belongs to."""
+        for path in self.all_member_files():
+            # state_dir/<namespace>/<cluster>/members/<member>/member.json
+            yield ClusterRef(path.parents[3].name, path.parents[2].name), MemberLayout(path.parent)
+
 
 def _check_segment(segment: str) -> None:
     # Names come from user YAML; a "../x" must never steer a delete outside state_dir.
@@ -118,6 +131,28 @@ def read_member(layout: MemberLayout) -> StoredMember | None:
         return StoredMember.from_dict(json.loads(layout.member_file.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def read_process(layout: MemberLayout) -> ProcessIdentity | None:
+    """The process a daemon recorded as running this member, if it recorded one."""
+    try:
+        return ProcessIdentity.from_dict(json.loads(layout.process_file.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def record_process(layout: MemberLayout, process: ProcessIdentity) -> None:
+    """What a later daemon checks before adopting the process; the pid file is for people."""
+    write_json_atomically(layout.process_file, process.to_dict())
+    layout.pid_file.write_text(f"{process.pid}\n")
+
+
+def forget_process(layout: MemberLayout) -> None:
+    for path in (layout.process_file, layout.pid_file):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def write_json_atomically(path: Path, data: Any) -> None:

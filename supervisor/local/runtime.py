@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -40,7 +39,10 @@ from supervisor.local.layout import (
     MemberLayout,
     StateLayout,
     StoredMember,
+    forget_process,
     read_member,
+    read_process,
+    record_process,
     write_json_atomically,
 )
 from supervisor.local.tls import ensure_ca, ensure_leaf
@@ -50,7 +52,9 @@ log = logging.getLogger(__name__)
 # A process that exits sooner than this after its start is a crash-loop symptom (bad data, bad
 # flags, a port taken). One that ran longer was healthy: its exit starts a new count at 1.
 # A process killed by a signal did not fail by itself (OOM killer, a person, a chaos test;
-# etcd turns its own faults into exit codes) and leaves the count as it was.
+# etcd turns its own faults into exit codes) and leaves the count as it was. So does the exit of
+# a member adopted from a previous daemon: not our child, its exit code is unknown to us, and a
+# crash loop shows itself from the next start on, which is ours.
 HEALTHY_RUN_SECONDS = 10.0
 # How long stop waits for etcd to finish after SIGTERM before SIGKILL.
 STOP_GRACE_SECONDS = 5.0
@@ -82,9 +86,9 @@ class LocalRuntimeStatistics:
 
 @define
 class _Process:
-    """One etcd process this runtime started, while it lives."""
+    """One etcd process this runtime started or adopted, while it lives."""
 
-    popen: subprocess.Popen[bytes]
+    process: processes.Spawned | processes.Adopted
     started_at: float
     client_port: int
     ready: bool = False
@@ -174,16 +178,16 @@ class LocalRuntime:
         argv = etcd_argv(self.etcd_binary, launch, member, tls)
         member.data_dir.mkdir(parents=True, exist_ok=True)
         member.data_dir.chmod(0o700)  # etcd warns and tightens it otherwise
-        popen = processes.spawn_tied_to_this_thread(
-            argv, log_file=member.log_file, cwd=member.root, env=etcd_env()
-        )
-        member.pid_file.write_text(f"{popen.pid}\n")
+        process = processes.spawn_member(argv, log_file=member.log_file, cwd=member.root, env=etcd_env())
+        identity = processes.started_as(process.pid, argv)
+        if identity is not None:  # else it has exited already: nothing for a next daemon to adopt
+            record_process(member, identity)
         port = urlsplit(launch.urls.client_url).port or 2379
-        proc = _Process(popen=popen, started_at=time.monotonic(), client_port=port)
+        proc = _Process(process=process, started_at=time.monotonic(), client_port=port)
         self._live[key] = proc
         self._history.setdefault(key, _History())
         self._starts += 1
-        log.info("started %s/%s pid %d", launch.cluster, launch.name, popen.pid)
+        log.info("started %s/%s pid %d", launch.cluster, launch.name, process.pid)
         self._nursery.start_soon(self._watch_process, key, proc)
         self._notify(key)
 
@@ -250,7 +254,7 @@ class LocalRuntime:
             urls=stored.urls,
             state=state,
             has_data=has_data,
-            pid=proc.popen.pid if proc is not None else None,
+            pid=proc.process.pid if proc is not None else None,
             consecutive_failures=history.consecutive_failures if history else 0,
             exit_code=history.exit_code if history and proc is None else None,
         )
@@ -264,7 +268,7 @@ class LocalRuntime:
     async def _watch_process(self, key: _MemberKey, proc: _Process) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._wait_ready, key, proc)
-            await processes.wait_exit(proc.popen)
+            await proc.process.wait()
             nursery.cancel_scope.cancel()
         self._record_exit(key, proc)
 
@@ -288,7 +292,7 @@ class LocalRuntime:
         if proc.exit_recorded:
             return
         proc.exit_recorded = True
-        code = proc.popen.returncode
+        code = proc.process.returncode  # None: adopted, the exit code went to its real parent
         if self._live.get(key) is proc:
             del self._live[key]
         history = self._history.setdefault(key, _History())
@@ -296,7 +300,7 @@ class LocalRuntime:
         ran = time.monotonic() - proc.started_at
         if not proc.stopping:
             self._unexpected_exits += 1
-            if code is None or code >= 0:
+            if code is not None and code >= 0:
                 history.consecutive_failures = (
                     history.consecutive_failures + 1 if ran < HEALTHY_RUN_SECONDS else 1
                 )
@@ -304,18 +308,14 @@ class LocalRuntime:
                 "%s/%s pid %d exited with %s after %.1f s (consecutive failures: %d)",
                 key[0],
                 key[1],
-                proc.popen.pid,
+                proc.process.pid,
                 code,
                 ran,
                 history.consecutive_failures,
             )
         else:
-            log.info("%s/%s pid %d stopped (exit %s)", key[0], key[1], proc.popen.pid, code)
-        member = self._layout.member(*key)
-        try:
-            member.pid_file.unlink(missing_ok=True)
-        except OSError:
-            pass
+            log.info("%s/%s pid %d stopped (exit %s)", key[0], key[1], proc.process.pid, code)
+        forget_process(self._layout.member(*key))
         self._notify(key)
 
     async def _stop(self, key: _MemberKey) -> None:
@@ -325,13 +325,13 @@ class LocalRuntime:
         proc.stopping = True
         # Wait here, not through the watcher task: on shutdown that task may already be cancelled.
         with trio.CancelScope(shield=True):
-            _signal(proc, signal.SIGTERM)
+            proc.process.send_signal(signal.SIGTERM)
             with trio.move_on_after(STOP_GRACE_SECONDS):
-                await processes.wait_exit(proc.popen)
-            if proc.popen.returncode is None:
+                await proc.process.wait()
+            if not proc.process.exited:
                 log.warning("%s/%s ignored SIGTERM for %.0f s; killing", key[0], key[1], STOP_GRACE_SECONDS)
-                _signal(proc, signal.SIGKILL)
-                await processes.wait_exit(proc.popen)
+                proc.process.send_signal(signal.SIGKILL)
+                await proc.process.wait()
         self._record_exit(key, proc)
 
     async def _stop_members_of(self, cluster: ClusterRef) -> None:
@@ -348,6 +348,19 @@ class LocalRuntime:
         async with trio.open_nursery() as nursery:
             for cluster in {cluster for cluster, _ in self._live}:
                 nursery.start_soon(self._stop_members_of, cluster)
+
+    def _leave_running(self) -> None:
+        # Their process.json stays: the next daemon on this state_dir adopts them.
+        self._closing = True
+        for (cluster, name), proc in self._live.items():
+            log.info("leaving %s/%s pid %d running", cluster, name, proc.process.pid)
+
+    def _adopt(self, key: _MemberKey, process: processes.Adopted, client_port: int) -> None:
+        proc = _Process(process=process, started_at=time.monotonic(), client_port=client_port)
+        self._live[key] = proc
+        self._history.setdefault(key, _History())
+        log.info("adopted %s/%s pid %d, left running by a previous daemon", key[0], key[1], process.pid)
+        self._nursery.start_soon(self._watch_process, key, proc)
 
     def _notify(self, key: _MemberKey) -> None:
         if self._closing:
@@ -378,22 +391,18 @@ def _ordinal_order(cluster: ClusterRef, name: str) -> tuple[int, str]:
     return (ordinal if ordinal is not None else sys.maxsize, name)
 
 
-def _signal(proc: _Process, sig: int) -> None:
-    try:
-        proc.popen.send_signal(sig)
-    except ProcessLookupError:
-        pass
-
-
 @asynccontextmanager
 async def open_local_runtime(
-    state_dir: Path, *, etcd_binary: Path | None = None
+    state_dir: Path, *, etcd_binary: Path | None = None, leave_members_running: bool = False
 ) -> AsyncIterator[LocalRuntime]:
-    """A LocalRuntime whose members live no longer than this block (nor than this process).
+    """A LocalRuntime over the members under state_dir.
 
-    On entry, kills any etcd a previous daemon left running on a data dir under state_dir, so
-    resumed members find their ports and data free. On exit (shutdown, Ctrl-C, an error), stops
-    every member gracefully and keeps all data.
+    On entry, adopts the members a previous daemon left running (it crashed, or left them on
+    purpose) once each is verified as the very process that daemon recorded, and kills any other
+    etcd on a data dir under state_dir, so members started later find their ports and data free.
+    On exit (shutdown, Ctrl-C, an error), stops every member gracefully and keeps all data; with
+    leave_members_running, leaves them serving for the next daemon to adopt (an upgrade).
+    Members are processes of their own: if this process dies, they keep running.
     """
     binary = etcd_binary or default_etcd_binary()
     if binary is None:
@@ -402,19 +411,45 @@ async def open_local_runtime(
     state_dir.mkdir(parents=True, exist_ok=True)
     lock_fd = _lock_state_dir(state_dir)
     try:
-        stale = processes.kill_and_wait(processes.processes_using_data_dirs_under(state_dir))
+        survivors = _survivors(StateLayout(state_dir))
+        adopted = {process.pid for process, _ in survivors.values()}
+        strays = (p for p in processes.processes_using_data_dirs_under(state_dir) if p not in adopted)
+        stale = processes.kill_and_wait(strays)
         if stale:
-            log.warning("killed etcd left running by a previous daemon: pids %s", stale)
+            log.warning("killed etcd we could not verify as a member of ours: pids %s", stale)
         async with trio.open_nursery() as nursery:
             runtime = LocalRuntime(state_dir, binary, nursery)
+            for key, (process, client_port) in survivors.items():
+                runtime._adopt(key, process, client_port)
             try:
                 yield runtime
             finally:
                 with trio.CancelScope(shield=True):
-                    await runtime._stop_all()
+                    if leave_members_running:
+                        runtime._leave_running()
+                    else:
+                        await runtime._stop_all()
                 nursery.cancel_scope.cancel()
     finally:
         os.close(lock_fd)  # releases the flock; the kernel does the same if we die
+
+
+def _survivors(layout: StateLayout) -> dict[_MemberKey, tuple[processes.Adopted, int]]:
+    """Members whose recorded process still runs, each with its client port (for readiness).
+
+    Under the state_dir lock, so no other daemon can be starting or stopping them meanwhile.
+    """
+    found: dict[_MemberKey, tuple[processes.Adopted, int]] = {}
+    for cluster, member in layout.all_members():
+        stored, recorded = read_member(member), read_process(member)
+        if stored is None or recorded is None or stored.name != member.root.name:
+            continue
+        process = processes.adopt(recorded)
+        if process is None:
+            log.info("%s/%s: recorded pid %d is not that etcd any more", cluster, stored.name, recorded.pid)
+            continue
+        found[(cluster, stored.name)] = (process, urlsplit(stored.urls.client_url).port or 2379)
+    return found
 
 
 def _lock_state_dir(state_dir: Path) -> int:
