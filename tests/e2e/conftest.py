@@ -79,6 +79,7 @@ def e2e_cluster() -> Iterator[Cluster]:
     if os.geteuid() != 0:
         missing("the built-in node needs root (or set E2E_KUBECONFIG to an existing cluster)")
     with open_node() as node:
+        print(f"\nbuilt-in node started in {node.start_seconds:.1f}s")
         archive, version = require("etcd image", lambda: images.etcd_archive(ROOT / "images"))
         node.import_image(archive)
         yield Cluster(node.kubeconfig, version, node)

@@ -25,6 +25,7 @@ from supervisor.kube import manifests as m
 from tests.e2e.conftest import Cluster
 from tests.harness import images
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from tests.harness.node import ROOT
 
 # Filled as the tests run; the operator test divides by the static pods' time.
 TIMINGS: dict[str, float] = {}
@@ -182,7 +183,8 @@ def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterat
             str(_free_port()),
         ]
     )
-    log = tmp_path / "operator.log"
+    # On the built-in node, beside the node's own logs (kept in node.LOGS after the session).
+    log = (ROOT / "logs" if e2e_cluster.node else tmp_path) / f"operator-{e2e_namespace}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
