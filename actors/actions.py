@@ -16,6 +16,7 @@ from typing import ClassVar
 from attrs import frozen
 
 from actors.errors import EtcdError, MemberNotFound
+from actors.member_times import MemberTimes
 from actors.model import ClusterSpec, MemberLaunch
 from actors.observed import Observed
 from actors.ports import EtcdAdmin, MemberRuntime
@@ -58,6 +59,10 @@ class Action(abc.ABC):
     @property
     def failure_reason(self) -> str:
         return f"{type(self).__name__}Failed"
+
+    def remember(self, times: MemberTimes) -> None:
+        """What the cluster actor keeps in mind once this step succeeded (most steps: nothing)."""
+        return None
 
 
 @frozen
@@ -113,6 +118,32 @@ class StartMember(Action):
 
     def progress(self) -> str:
         return self.reason
+
+
+@frozen
+class RestartMember(Action):
+    """Kill a member whose process runs but does not answer, and start it again from its data."""
+
+    name: str
+    initial_cluster: tuple[tuple[str, str], ...]
+    reason: str
+    event_reason: ClassVar[str] = "MemberRestarted"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        cluster = ctx.observed.cluster
+        urls = ctx.observed.runtime_by_name()[self.name].urls
+        await ctx.runtime.stop_member(cluster, self.name)
+        launch = MemberLaunch(cluster, self.name, urls, self.initial_cluster, "existing", ctx.spec)
+        await ctx.runtime.start_member(launch)
+
+    def remember(self, times: MemberTimes) -> None:
+        times.restarted_for_silence(self.name)  # silent again after this: replace it
+
+    def describe(self) -> str:
+        return f"restarted member {self.name}: {self.reason}"
+
+    def progress(self) -> str:
+        return f"restarting {self.name}: {self.reason}"
 
 
 # --- membership ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from actors.assess import assess
 from actors.errors import EtcdError
 from actors.holdoff import HoldOff
 from actors.member import MemberActor, MemberProbed, Probe
+from actors.member_times import MemberTimes
 from actors.model import (
     ClusterRef,
     ClusterResource,
@@ -221,6 +222,7 @@ class ClusterActor(Actor[ClusterMessage]):
         self._dirty = False  # something changed since the last decision
         self._status: ClusterStatus | None = None
         self._holdoff = HoldOff()
+        self._times = MemberTimes()
 
     async def on_start(self) -> None:
         nudge(self.handle_ref, LookAgain())
@@ -231,7 +233,8 @@ class ClusterActor(Actor[ClusterMessage]):
                 reply.set(self._status)
                 return
             case MemberProbed(name=name, health=health):
-                self._health[name] = (health, trio.current_time())
+                if not self._fold_probe(name, health):
+                    return  # the same picture as before: the next tick looks again anyway
             case Tick():
                 self._stale = True
                 self._members.probe_all()
@@ -241,6 +244,15 @@ class ClusterActor(Actor[ClusterMessage]):
             case SpecChanged() | LookAgain():
                 self._stale = True
         self._dirty = True
+
+    def _fold_probe(self, name: str, health: MemberHealth | None) -> bool:
+        """Record a probe's answer; True when it changes what the plan or the status reads."""
+        now = trio.current_time()
+        before = self._health.get(name)
+        self._health[name] = (health, now)
+        if health is not None:
+            self._times.answered(name, now)
+        return before is None or _picture(before[0]) != _picture(health)
 
     async def on_drained(self) -> None:
         if self._dirty:
@@ -259,16 +271,27 @@ class ClusterActor(Actor[ClusterMessage]):
             await self._execute(step, ActionContext(spec, observed, self._ports.runtime, self._ports.admin))
 
     async def _observe(self) -> Observed:
+        now = trio.current_time()
         health = self._fresh_health()
         answering = any(h is not None for h in health.values())
         if self._stale:
             self._runtime = tuple(await self._ports.runtime.list_members(self.ref))
+            now = trio.current_time()
+            self._times.seen(self._runtime, now)
             health = self._fresh_health()
         if self._stale or (self._membership is None and answering):
             partial_view = Observed(self.ref, self._runtime, None, health)
             self._membership = await self._member_list(partial_view.endpoints())
         self._stale = False
-        return Observed(self.ref, self._runtime, self._membership, health)
+        return Observed(
+            self.ref,
+            self._runtime,
+            self._membership,
+            health,
+            silent_for=self._times.silent_for(now),
+            stopped_for=self._times.stopped_for(now),
+            restarted_silent=self._times.restarted_silent(),
+        )
 
     def _fresh_health(self) -> dict[str, MemberHealth | None]:
         now = trio.current_time()
@@ -330,8 +353,19 @@ class ClusterActor(Actor[ClusterMessage]):
             )
             return
         self._holdoff = HoldOff()
+        step.remember(self._times)
         await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
+
+
+def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
+    """What of a probe's answer the plan and the status read: a steady member's answers, tick
+    after tick, have the same picture (its raft index moves with every write; that does not
+    matter, except for a learner catching up)."""
+    if health is None:
+        return None
+    progress = health.raft_applied_index if health.is_learner else None
+    return (health.member_id, health.leader_id, health.is_learner, bool(health.errors), progress)
 
 
 def nudge(handle: Handle[ClusterMessage], msg: ClusterMessage) -> None:

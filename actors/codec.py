@@ -22,7 +22,9 @@ from actors.model import (
     DEFAULT_REPOSITORY,
     DEFAULT_SIZE,
     DEFAULT_STORAGE_SIZE,
+    DEFAULT_UNRESPONSIVE_AFTER,
     DEFAULT_VERSION,
+    DURATION_PATTERN,
     KIND,
     MAX_SIZE,
     MIN_SIZE,
@@ -31,10 +33,12 @@ from actors.model import (
     ClusterSpec,
     ClusterStatus,
     Condition,
+    HealthSpec,
     MemberStatus,
     ReclaimPolicy,
     ResourceSpec,
     StorageSpec,
+    duration_seconds,
 )
 
 # The same rules as the CRD's CEL (tests/unit/test_codec.py keeps them identical): a release
@@ -127,7 +131,7 @@ class _Reader:
         return out
 
 
-SPEC_FIELDS = {"size", "version", "repository", "storage", "security", "resources", "debug"}
+SPEC_FIELDS = {"size", "version", "repository", "storage", "security", "resources", "debug", "health"}
 
 
 def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> ClusterSpec:
@@ -170,6 +174,7 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
     tls = r.mapping(security, "tls", "spec.security.tls", {"enabled"})
     resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
     debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
+    health = r.mapping(spec, "health", "spec.health", {"unresponsiveAfter"})
 
     return ClusterSpec(
         size=size,
@@ -182,7 +187,17 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
             limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),
         ),
         debug_sidecar=r.boolean(debug, "networkSidecar", "spec.debug.networkSidecar", False),
+        health=HealthSpec(unresponsive_after=_unresponsive_after(r, health)),
     )
+
+
+def _unresponsive_after(r: _Reader, health: Mapping[str, Any]) -> str:
+    path = "spec.health.unresponsiveAfter"
+    value = r.string(health, "unresponsiveAfter", path, DEFAULT_UNRESPONSIVE_AFTER) or ""
+    if not DURATION_PATTERN.match(value) or duration_seconds(value) < 1:
+        r.fail(path, f"must be a duration of at least 1s such as 30s or 2m (got {value!r})")
+        return DEFAULT_UNRESPONSIVE_AFTER
+    return value
 
 
 def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterResource:

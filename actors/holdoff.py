@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from supervisor.runtime.backoff import Backoff
+from supervisor.backoff import Backoff
 
 # Refusals held off one tick each before the hold starts doubling.
 STEADY_REFUSALS = 5

@@ -7,6 +7,7 @@ decide from these alone and tests can build them by hand.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 
 from attrs import field, frozen
@@ -21,6 +22,19 @@ MAX_SIZE = 9
 DEFAULT_VERSION = "3.5.21"
 DEFAULT_REPOSITORY = "quay.io/coreos/etcd"
 DEFAULT_STORAGE_SIZE = "10Gi"
+DEFAULT_UNRESPONSIVE_AFTER = "30s"
+
+# A Go duration as Kubernetes resources spell them: 90s, 1m30s, 1.5h, 500ms.
+DURATION_PATTERN = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds in a Go duration string; ValueError when it is not one."""
+    if not DURATION_PATTERN.match(text):
+        raise ValueError(f"not a duration such as 90s or 1m30s: {text!r}")
+    return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
 
 
 @frozen(order=True)
@@ -62,6 +76,16 @@ class ResourceSpec:
 
 
 @frozen
+class HealthSpec:
+    # A running member that answers no probe this long is restarted, then replaced.
+    unresponsive_after: str = DEFAULT_UNRESPONSIVE_AFTER
+
+    @property
+    def unresponsive_after_seconds(self) -> float:
+        return duration_seconds(self.unresponsive_after)
+
+
+@frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
 
@@ -73,6 +97,7 @@ class ClusterSpec:
     resources: ResourceSpec = field(factory=ResourceSpec)
     # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
     debug_sidecar: bool = False
+    health: HealthSpec = field(factory=HealthSpec)
 
     @property
     def image_family(self) -> ImageFamily:
@@ -175,6 +200,8 @@ class RuntimeMember:
     # Exits since the member last ran healthily; a crash loop suggests corrupt data.
     consecutive_failures: int = 0
     exit_code: int | None = None
+    # The last error etcd logged before its latest exit ("" when unknown), for the status.
+    last_error: str = ""
 
 
 @frozen

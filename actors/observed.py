@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from attrs import frozen
+from attrs import field, frozen
 
 from actors.model import ClusterRef, EtcdMember, MemberHealth, ProcessState, RuntimeMember
 
@@ -27,6 +27,12 @@ class Observed:
     etcd_members: tuple[EtcdMember, ...] | None
     # Latest Status answer per runtime member name; absent or None means unreachable.
     health: Mapping[str, MemberHealth | None]
+    # Running members: seconds since each last answered a probe (or started, if later).
+    silent_for: Mapping[str, float] = field(factory=dict)
+    # Stopped members: seconds since each was first seen stopped.
+    stopped_for: Mapping[str, float] = field(factory=dict)
+    # Members already restarted for not answering, silent again since.
+    restarted_silent: frozenset[str] = frozenset()
 
     # --- the runtime side --------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ happen one at a time: the caller executes the step, re-observes and asks again. 
 cost quorum: members join as learners and are promoted once caught up, unhealthy members go
 before healthy ones, and leadership moves away from a member before it is removed.
 
-The order is the policy. Bring back what is down before anything else (that is also how a
-cluster that lost quorum returns); with quorum lost, change nothing; then repair (lost data,
+The order is the policy. Bring back what is down or silent before anything else (that is also
+how a cluster that lost quorum returns); with quorum lost, change nothing; then repair (lost data,
 leftovers), finish the change in flight (a learner), and only then work towards the size.
 A new capability (upgrades, defragmentation, space) is a planner module added to the list.
 
@@ -28,12 +28,14 @@ from actors.plan.leftovers import delete_leftovers
 from actors.plan.quorum import hold_without_quorum
 from actors.plan.restart import restart_stopped
 from actors.plan.size import match_size
+from actors.plan.unresponsive import heal_unresponsive
 
 Planner = Callable[[ClusterSpec, Observed], Step | None]
 
 PLANNERS: tuple[Planner, ...] = (
     membership_unknown,
     restart_stopped,
+    heal_unresponsive,
     hold_without_quorum,
     replace_lost_data,
     delete_leftovers,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from actors.actions import StartMember, StartSeed, Step, Wait
 from actors.model import ClusterSpec, ProcessState, member_name
 from actors.observed import Observed
+from actors.plan.restart import STOPPED, backoff_wait, exit_story
 
 
 def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
@@ -15,13 +16,20 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
         return StartSeed(member_name(observed.cluster, 0))
     # Bring back every member that still has data; quorum returns once a majority runs again.
     # Their own data tells etcd the membership, so no initial-cluster flags are needed.
+    waits = []
     for r in sorted(runtime, key=lambda m: m.name):
-        if r.has_data and r.state in (ProcessState.EXITED, ProcessState.ABSENT):
-            return StartMember(r.name, (), reason="restart from its data while membership is unknown")
+        if r.has_data and r.state in STOPPED:
+            wait = backoff_wait(observed, r)
+            if wait is None:
+                reason = f"{exit_story(r)}; restart from its data while membership is unknown"
+                return StartMember(r.name, (), reason=reason)
+            waits.append(wait)
+    if waits:
+        return waits[0]
     if any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime):
         return Wait("waiting for members to answer")
     # Nothing runs and nothing has data. A lone member that never ran is an interrupted
     # bootstrap; several are a cluster whose data is gone.
     if len(runtime) == 1:
-        return StartSeed(runtime[0].name)
+        return backoff_wait(observed, runtime[0]) or StartSeed(runtime[0].name)
     return Wait("every member lost its data: only a restore from backup can bring the data back")

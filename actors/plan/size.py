@@ -11,22 +11,13 @@ from actors.plan.common import next_member_name, ordinal_of
 def match_size(spec: ClusterSpec, observed: Observed) -> Step | None:
     voters = observed.voters()
     if len(voters) < spec.size:
-        return _grow(observed, voters)
+        # The quorum guard ran before this planner: the voters that answer are a quorum. A
+        # learner does not vote, and it is promoted only once it answers and has caught up, so
+        # a member that is down or hung (healed by its own planner meanwhile) never blocks growth.
+        return AddLearner(next_member_name(observed))
     if len(voters) > spec.size:
         return _shrink(spec, observed, voters)
     return None
-
-
-def _grow(observed: Observed, voters: list[EtcdMember]) -> Step:
-    # A learner does not vote, but adding one is still a membership change: make it only
-    # while every voter answers (what etcd's strict reconfiguration check would demand;
-    # supervised members run without it, see supervisor/etcd/member_settings.py).
-    lagging = sorted(observed.display_name(m) for m in voters if not observed.healthy(m))
-    if lagging:
-        return Wait(
-            f"adding a member waits for every voting member to be healthy: {', '.join(lagging)} not yet"
-        )
-    return AddLearner(next_member_name(observed))
 
 
 def _shrink(spec: ClusterSpec, observed: Observed, voters: list[EtcdMember]) -> Step:

@@ -378,7 +378,14 @@ def _etcd_container(launch: MemberLaunch, token: str, cluster_domain: str) -> Ob
         {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
     ]
     mounts: list[Obj] = []
-    container: Obj = {"name": "etcd", "image": spec.image, "ports": ports, "volumeMounts": mounts}
+    container: Obj = {
+        "name": "etcd",
+        "image": spec.image,
+        "ports": ports,
+        "volumeMounts": mounts,
+        # The log's tail becomes the termination message: the status then says why etcd died.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
     if spec.image_family is ImageFamily.BITNAMI:
         mounts.append({"name": "data", "mountPath": "/bitnami/etcd"})
         container["env"] = bitnami_environment(launch, token=token, cluster_domain=cluster_domain)

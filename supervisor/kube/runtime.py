@@ -99,6 +99,15 @@ def pod_exit_code(pod: Mapping[str, Any] | None) -> int | None:
     return int(code) if code is not None else None
 
 
+def pod_last_error(pod: Mapping[str, Any] | None) -> str:
+    """The etcd container's termination message: with FallbackToLogsOnError, the log's tail."""
+    if pod is None:
+        return ""
+    terminated = (_etcd_container_status(pod).get("state") or {}).get("terminated") or {}
+    lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
+    return lines[-1][:300] if lines else str(terminated.get("reason") or "")
+
+
 def pod_failures(pod: Mapping[str, Any] | None) -> int:
     if pod is None:
         return 0
@@ -406,6 +415,7 @@ class KubeRuntime:
                     pid=None,
                     consecutive_failures=consecutive_failures(pod),
                     exit_code=pod_exit_code(pod),
+                    last_error=pod_last_error(pod),
                 )
             )
         return out

@@ -1,8 +1,8 @@
 """A generic actor runtime on trio: bounded coalescing mailboxes, actors, handles, and
 OTP-style supervisors. Knows nothing of etcd."""
 
+from supervisor.backoff import Backoff
 from supervisor.runtime.actor import Actor, run_actor
-from supervisor.runtime.backoff import Backoff
 from supervisor.runtime.errors import (
     ActorStopped,
     CallSuperseded,

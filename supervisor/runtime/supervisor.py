@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import trio
 
-from supervisor.runtime.backoff import Backoff
+from supervisor.backoff import Backoff
 from supervisor.runtime.errors import SupervisorEscalation
 from supervisor.runtime.policy import Intensity, Restart, Strategy
 from supervisor.runtime.shutdown import ChildContext, current_child, open_cleanup_scope

@@ -34,6 +34,8 @@ class MemoryWorld:
 
     refuse_adds: int = 0
     answers_after: float = 0.0  # a started member serves only this long after its start
+    hung: set = attrs.field(factory=set)  # members that run but answer nothing
+    stops: list = attrs.field(factory=list)
     started_at: dict[str, float] = attrs.field(factory=dict)
     add_attempts: list[float] = attrs.field(factory=list)
     runtime: dict[str, RuntimeMember] = attrs.field(factory=dict)
@@ -69,6 +71,9 @@ class MemoryWorld:
             if m.peer_urls == (launch.urls.peer_url,):
                 self.etcd[m.id] = attrs.evolve(m, name=launch.name, client_urls=(launch.urls.client_url,))
 
+    async def stop_member(self, cluster, name):
+        self.stops.append((trio.current_time(), name))
+
     async def delete_member(self, cluster, name):
         self.runtime.pop(name, None)
 
@@ -92,20 +97,25 @@ class MemoryWorld:
         self.add_attempts.append(trio.current_time())
         if len(self.add_attempts) <= self.refuse_adds:
             raise ClusterUnhealthy("etcdserver: unhealthy cluster")
-        member = EtcdMember(len(self.etcd) + 1, "", (peer_url,), (), True)
+        member = EtcdMember(max(self.etcd, default=0) + 1, "", (peer_url,), (), True)
         self.etcd[member.id] = member
         return member
 
     async def promote(self, endpoints, member_id):
         self.etcd[member_id] = attrs.evolve(self.etcd[member_id], is_learner=False)
 
+    async def remove(self, endpoints, member_id):
+        self.etcd.pop(member_id, None)
+
     async def aclose(self):
         self.closed += 1
 
     async def member_health(self, client_url):
         self.calls["member_health"] += 1
-        me = next(m for m in self.etcd.values() if client_url in m.client_urls)
-        if trio.current_time() < self.started_at[me.name] + self.answers_after:
+        me = next((m for m in self.etcd.values() if client_url in m.client_urls), None)
+        if me is None:
+            raise EtcdUnavailable("no such member")
+        if me.name in self.hung or trio.current_time() < self.started_at[me.name] + self.answers_after:
             raise EtcdUnavailable("connection refused")
         return MemberHealth(me.id, 1, 10, 10, me.is_learner, 1)
 

@@ -13,16 +13,18 @@ import trio
 from actors.model import Role
 from tests.chaos.faults import AckedWriter, FaultPlan, with_faults
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
+from tests.harness.history import KvWorkload
 from tests.harness.procs import etcd_pids_under
 
 
-async def keep_endpoints_current(sup, ref, writer):
+async def keep_endpoints_current(sup, ref, *clients):
     while True:
         status = sup.recorder.statuses.get(ref)
         if status is not None:
             urls = [m.client_url for m in status.members if m.client_url and m.role is not Role.LEARNER]
             if urls:
-                writer.endpoints[:] = urls
+                for client in clients:
+                    client.endpoints[:] = urls
         await trio.sleep(0.3)
 
 
@@ -37,9 +39,13 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
         await sup.fleet.apply([demo])
         status = await sup.wait_healthy(demo.ref, 3)
         writer = AckedWriter([m.client_url for m in status.members])
+        # Besides many keys written once (nothing lost), a few keys read and written by several
+        # clients at once: their history must be linearizable through every fault.
+        workload = KvWorkload(endpoints=[m.client_url for m in status.members], max_operations=100_000)
         async with trio.open_nursery() as writers:
             writers.start_soon(writer.run)
-            writers.start_soon(keep_endpoints_current, sup, demo.ref, writer)
+            writers.start_soon(workload.run)
+            writers.start_soon(keep_endpoints_current, sup, demo.ref, writer, workload)
 
             # 1. SIGKILL each member in turn, the leader included; each comes back from its data.
             for name in ["demo-0", "demo-1", "demo-2"]:
@@ -51,6 +57,7 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
                     timeout=30,
                 )
                 await writer.wait_for_more()
+                await workload.wait_for_more()
 
             # 2. Crash member actors and the cluster actor; their supervisors restart them.
             faults.member_probe_crashes = 4
@@ -61,6 +68,7 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
             status = await sup.wait_healthy(demo.ref, 3, timeout=30)
             assert len(faults.injected) == 6
             await writer.wait_for_more()
+            await workload.wait_for_more()
 
             # 3. Delete a follower's data directory: it is removed and replaced by a new member.
             victim = next(m for m in status.members if m.role is Role.FOLLOWER)
@@ -72,12 +80,14 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
             )
             assert victim.id not in {m.id for m in status.members}
             await writer.wait_for_more()
+            await workload.wait_for_more()
 
             # 4. Kill a member and, while it recovers, ask for five.
             os.kill(next(m for m in status.members if m.role is Role.FOLLOWER).pid, signal.SIGKILL)
             await sup.fleet.apply([resource(size=5, generation=2)])
             status = await sup.wait_healthy(demo.ref, 5, timeout=90)
             await writer.wait_for_more()
+            await workload.wait_for_more()
 
             # 5. SIGKILL a minority (two of five) at once.
             followers = [m for m in status.members if m.role is Role.FOLLOWER][:2]
@@ -89,8 +99,13 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
                 timeout=60,
             )
             await writer.wait_for_more()
+            await workload.wait_for_more()
             writers.cancel_scope.cancel()
 
         checked = await writer.verify()
         assert checked >= 7 * 20, f"only {checked} writes were acknowledged; the writer barely ran"
+        verdict = await workload.check(tmp_path / "history")
+        print(f"linearizability: {verdict.operations} operations checked in {verdict.seconds:.2f}s")
+        assert verdict.ok, verdict.report
+        assert workload.acknowledged >= 7 * 20
     assert etcd_pids_under(tmp_path) == []

@@ -1,12 +1,16 @@
 """Bootstrap, scale and heal real etcd clusters through the actors on the local runtime."""
 
+import contextlib
 import os
 import shutil
 import signal
 
 import attrs
+import trio
 
+from actors.model import HealthSpec
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
+from tests.harness.history import KvWorkload
 
 
 async def test_bootstrap_one_member_at_a_time_then_scale_up_and_down(tmp_path):
@@ -122,3 +126,72 @@ async def test_a_refused_tls_switch_never_reaches_a_replacement_member(tmp_path)
         assert all(m.client_url.startswith("http://") for m in replaced.members), replaced.members
         assert all(m.peer_url.startswith("http://") for m in replaced.members), replaced.members
         assert "spec.security.tls.enabled" in replaced.message  # still refused, still said
+
+
+async def test_a_frozen_follower_neither_blocks_a_scale_up_nor_stays_frozen(tmp_path):
+    """SIGSTOP a follower, then ask for five: the scale-up completes around it, the frozen member
+    is restarted from its data once it has been silent for unresponsiveAfter, and a concurrent
+    client workload's history stays linearizable."""
+    after = 3.0
+    demo = resource(size=3)
+    demo = attrs.evolve(
+        demo, spec=attrs.evolve(demo.spec, health=HealthSpec(unresponsive_after=f"{after:.0f}s"))
+    )
+    async with open_local_supervisor(tmp_path) as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        workload = KvWorkload(endpoints=[m.client_url for m in status.members], max_operations=100_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            await workload.wait_for_more(50)
+            frozen = next(m for m in status.members if m.role.value == "follower")
+            os.kill(frozen.pid, signal.SIGSTOP)
+            frozen_at = trio.current_time()
+            try:
+                grown = attrs.evolve(demo, spec=attrs.evolve(demo.spec, size=5), generation=2)
+                await sup.fleet.apply([grown])
+                restarted = await sup.wait_for(
+                    demo.ref,
+                    lambda s: any(
+                        m.name == frozen.name and m.healthy and m.pid != frozen.pid for m in s.members
+                    ),
+                    timeout=after + 20,
+                )
+                took = trio.current_time() - frozen_at
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(frozen.pid, signal.SIGCONT)
+            again = next(m for m in restarted.members if m.name == frozen.name)
+            assert again.id == frozen.id  # restarted from its data, not replaced
+            await sup.wait_healthy(demo.ref, 5, timeout=60)
+            await workload.wait_for_more(50)
+            nursery.cancel_scope.cancel()
+        print(f"frozen member restarted {took:.1f}s after SIGSTOP (unresponsiveAfter {after}s)")
+        assert took <= after + 10
+        assert "MemberRestarted" in sup.recorder.reasons(demo.ref)
+        verdict = await workload.check(tmp_path / "history")
+        print(f"linearizability: {verdict.operations} operations checked")
+        assert verdict.ok, verdict.report
+
+
+async def test_a_member_that_cannot_start_backs_off_and_the_status_says_why(tmp_path):
+    """A lone member with a corrupt database cannot be replaced (no quorum to spare): it is
+    restarted with a growing delay, and the status names its exit code and etcd's error."""
+    async with open_local_supervisor(tmp_path) as sup:
+        demo = resource(size=1)
+        await sup.fleet.apply([demo])
+        (only,) = (await sup.wait_healthy(demo.ref, 1)).members
+        os.kill(only.pid, signal.SIGSTOP)  # hold it still while its database is overwritten
+        db = sup.runtime.member_dir(demo.ref, only.name) / "data" / "member" / "snap" / "db"
+        db.write_bytes(b"\0garbage" * 4096)
+        starts_before = sup.runtime.statistics().starts
+        os.kill(only.pid, signal.SIGKILL)
+        await trio.sleep(12)
+        starts = sup.runtime.statistics().starts - starts_before
+        status = sup.recorder.statuses[demo.ref]
+    # Restarts after 0, 0, 1, 2 and 4 s of waiting (each judged on a tick): a handful in 12 s,
+    # where a restart on every exit would make dozens.
+    print(f"{starts} starts in 12 s; status: {status.message}")
+    assert 3 <= starts <= 7, starts
+    assert "exited with code" in status.message and "etcd:" in status.message, status.message
+    assert "restarting in" in status.message

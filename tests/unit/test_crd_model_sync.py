@@ -30,6 +30,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "tls_enabled": ("security", "tls", "enabled"),
     "resources": ("resources",),
     "debug_sidecar": ("debug", "networkSidecar"),
+    "health": ("health",),
 }
 
 

@@ -1,24 +1,28 @@
 """Each planner alone: what it answers, and when it stays silent so the next one may answer."""
 
+import attrs
+
 from actors.actions import (
     AddLearner,
     DeleteRuntimeMember,
     MoveLeader,
     PromoteLearner,
     RemoveMember,
+    RestartMember,
     StartMember,
     StartSeed,
     Wait,
 )
-from actors.model import ClusterSpec
+from actors.model import ClusterSpec, HealthSpec
 from actors.plan import PLANNERS, plan
 from actors.plan.bootstrap import membership_unknown
 from actors.plan.data_loss import replace_lost_data
 from actors.plan.learners import finish_learner
 from actors.plan.leftovers import delete_leftovers
 from actors.plan.quorum import hold_without_quorum
-from actors.plan.restart import restart_stopped
+from actors.plan.restart import restart_delay, restart_stopped
 from actors.plan.size import match_size
+from actors.plan.unresponsive import heal_unresponsive
 from tests.unit.facts import ABSENT, EXITED, STARTING, cluster, em, hl, observed, rt
 
 THREE = ClusterSpec(size=3)
@@ -116,3 +120,64 @@ def test_the_first_planner_that_answers_wins():
 
     assert plan(THREE, healthy(3), [first, second]) == Wait("first says wait")
     assert calls == ["first"]
+
+
+def silent(seconds, *, restarted=False, n=3, name="demo-1"):
+    runtime, members, health = cluster(n)
+    health[name] = None
+    facts = observed(runtime, members, health)
+    return attrs.evolve(
+        facts, silent_for={name: seconds}, restarted_silent=frozenset({name} if restarted else ())
+    )
+
+
+FAST_HEAL = ClusterSpec(size=3, health=HealthSpec(unresponsive_after="10s"))
+
+
+def test_a_silent_running_member_is_restarted_after_unresponsive_after_then_replaced():
+    assert heal_unresponsive(FAST_HEAL, silent(9.5)) is None
+    step = heal_unresponsive(FAST_HEAL, silent(10.0))
+    assert isinstance(step, RestartMember) and step.name == "demo-1"
+    assert step.reason == "answered no probe for 10s (unresponsiveAfter 10s)"
+    assert ("demo-1", "http://127.0.0.1:20001") in step.initial_cluster
+    replaced = heal_unresponsive(FAST_HEAL, silent(12.0, restarted=True))
+    assert isinstance(replaced, RemoveMember) and replaced.member_id == 1001
+    # Without a healthy quorum to spare, it is restarted again rather than removed.
+    two_silent = attrs.evolve(
+        silent(12.0, restarted=True), health={"demo-0": hl(0), "demo-1": None, "demo-2": None}
+    )
+    assert isinstance(heal_unresponsive(FAST_HEAL, two_silent), RestartMember)
+
+
+def test_a_member_that_answers_is_never_judged_silent():
+    facts = attrs.evolve(healthy(3), silent_for={"demo-1": 99.0})
+    assert heal_unresponsive(FAST_HEAL, facts) is None
+
+
+def test_a_crash_loop_backs_off_and_says_why():
+    runtime, members, health = cluster(3)
+    runtime[2] = attrs.evolve(rt(2, EXITED, failures=2), exit_code=1, last_error="etcd: bad flag --foo")
+    del health["demo-2"]
+    facts = attrs.evolve(observed(runtime, members, health), stopped_for={"demo-2": 0.4})
+    assert restart_stopped(THREE, facts) == Wait(
+        "demo-2 exited with code 1 (etcd: bad flag --foo), 2 times in a row; restarting in 1s"
+    )
+    later = attrs.evolve(facts, stopped_for={"demo-2": 1.0})
+    step = restart_stopped(THREE, later)
+    assert isinstance(step, StartMember)
+    assert step.reason == "exited with code 1 (etcd: bad flag --foo), 2 times in a row; restart with its data"
+    assert [restart_delay(n) for n in range(1, 9)] == [0, 1, 2, 4, 8, 16, 32, 60]
+
+
+def test_a_seed_that_keeps_failing_is_not_restarted_in_a_tight_loop():
+    seed = attrs.evolve(
+        rt(0, EXITED, has_data=False, failures=5), exit_code=1, last_error="open tls: no such file"
+    )
+    facts = attrs.evolve(observed([seed], None, {}), stopped_for={"demo-0": 2.0})
+    wait = membership_unknown(THREE, facts)
+    assert (
+        isinstance(wait, Wait)
+        and "open tls: no such file" in wait.reason
+        and "restarting in 6s" in wait.reason
+    )
+    assert membership_unknown(THREE, attrs.evolve(facts, stopped_for={"demo-0": 8.0})) == StartSeed("demo-0")

@@ -1,7 +1,8 @@
 """The one backoff: exponential, capped, jittered so siblings do not retry in lockstep.
 
-Used for restarts of supervised children, reconnects of Kubernetes watches and the cluster
-actor's hold-off after a refused step.
+Used for restarts of supervised children, reconnects of Kubernetes watches, the cluster
+actor's hold-off after a refused step and the restarts of a crash-looping member. Pure (no
+event loop), so the domain's decisions can use it too.
 """
 
 from __future__ import annotations

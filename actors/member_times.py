@@ -1,0 +1,79 @@
+"""What the cluster actor remembers of each member over time: when it last answered, since when
+it runs or is stopped, and whether it was already restarted for not answering.
+
+Pure bookkeeping with the clock passed in (no trio), so the rules are testable on their own.
+It is memory, not a fact of the world: a restarted cluster actor starts it afresh, which only
+means it waits one more `unresponsiveAfter` before judging a member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from attrs import define, field
+
+from actors.model import ProcessState, RuntimeMember
+
+_UP = (ProcessState.STARTING, ProcessState.RUNNING)
+
+
+@define
+class MemberTimes:
+    # name -> (state, pid) as last seen, to notice a start, a restart or an exit.
+    _seen: dict[str, tuple[ProcessState, int | None]] = field(factory=dict)
+    _up_since: dict[str, float] = field(factory=dict)
+    _down_since: dict[str, float] = field(factory=dict)
+    _answered_at: dict[str, float] = field(factory=dict)
+    _restarted_silent: set[str] = field(factory=set)
+    # Restarted by us since the last listing: its silence counts afresh from that listing on,
+    # even where the runtime shows no new pid (a pod keeps pid None).
+    _restarted_unseen: set[str] = field(factory=set)
+
+    def seen(self, runtime: Iterable[RuntimeMember], now: float) -> None:
+        """Fold in the runtime's members as listed at `now`."""
+        names = set()
+        for r in runtime:
+            names.add(r.name)
+            key = (r.state, r.pid)
+            if r.name in self._restarted_unseen and r.state in _UP:
+                self._up_since[r.name] = now
+            if self._seen.get(r.name) == key:
+                continue
+            self._seen[r.name] = key
+            if r.state in _UP:
+                self._up_since[r.name] = now  # a (re)start: silence counts from here
+                self._down_since.pop(r.name, None)
+            else:
+                self._down_since.setdefault(r.name, now)
+                self._up_since.pop(r.name, None)
+        self._restarted_unseen.clear()
+        for gone in set(self._seen) - names:
+            self._forget(gone)
+
+    def answered(self, name: str, now: float) -> None:
+        self._answered_at[name] = now
+        self._restarted_silent.discard(name)
+
+    def restarted_for_silence(self, name: str) -> None:
+        self._restarted_silent.add(name)
+        self._restarted_unseen.add(name)
+
+    def silent_for(self, now: float) -> dict[str, float]:
+        """Running members: seconds since they last answered (or started, if later)."""
+        return {
+            name: now - max(since, self._answered_at.get(name, since))
+            for name, since in self._up_since.items()
+        }
+
+    def stopped_for(self, now: float) -> dict[str, float]:
+        """Stopped members: seconds since they were first seen stopped."""
+        return {name: now - since for name, since in self._down_since.items()}
+
+    def restarted_silent(self) -> frozenset[str]:
+        return frozenset(self._restarted_silent)
+
+    def _forget(self, name: str) -> None:
+        for table in (self._seen, self._up_since, self._down_since, self._answered_at):
+            table.pop(name, None)
+        self._restarted_silent.discard(name)
+        self._restarted_unseen.discard(name)

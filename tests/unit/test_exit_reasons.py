@@ -1,0 +1,37 @@
+"""Why a member died, as the runtimes read it: etcd's log locally, the pod's termination message."""
+
+import json
+
+from supervisor.kube.runtime import pod_last_error
+from supervisor.local.etcd_log import last_error_line
+
+
+def test_the_last_error_level_line_of_etcds_json_log(tmp_path):
+    log = tmp_path / "etcd.log"
+    lines = [
+        {"level": "info", "msg": "starting"},
+        {"level": "error", "msg": "older trouble"},
+        {"level": "fatal", "msg": "failed to open database", "error": "invalid database"},
+        {"level": "info", "msg": "closing"},
+    ]
+    log.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert last_error_line(log) == "etcd: failed to open database: invalid database"
+
+
+def test_plain_text_start_up_errors_and_quiet_logs(tmp_path):
+    log = tmp_path / "etcd.log"
+    log.write_text("invalid value for flag --peer-urls\n")
+    assert last_error_line(log) == "etcd: invalid value for flag --peer-urls"
+    log.write_text(json.dumps({"level": "info", "msg": "all good"}) + "\n")
+    assert last_error_line(log) == ""
+    assert last_error_line(tmp_path / "missing.log") == ""
+
+
+def test_a_pods_termination_message_tail_or_reason():
+    def pod(terminated):
+        return {"status": {"containerStatuses": [{"name": "etcd", "state": {"terminated": terminated}}]}}
+
+    tail = pod({"message": "line one\nfatal: no space\n\n", "exitCode": 1})
+    assert pod_last_error(tail) == "fatal: no space"
+    assert pod_last_error(pod({"reason": "OOMKilled", "exitCode": 137})) == "OOMKilled"
+    assert pod_last_error(None) == ""
