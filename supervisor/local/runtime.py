@@ -35,6 +35,7 @@ from actors.ports import MemberChanged, MemberRuntime
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
 from supervisor.local.etcd_command import etcd_argv, etcd_env
+from supervisor.local.etcd_log import last_error_line
 from supervisor.local.layout import (
     MemberLayout,
     StateLayout,
@@ -103,6 +104,7 @@ class _History:
 
     consecutive_failures: int = 0
     exit_code: int | None = None
+    last_error: str = ""
 
 
 class LocalRuntime:
@@ -257,6 +259,7 @@ class LocalRuntime:
             pid=proc.process.pid if proc is not None else None,
             consecutive_failures=history.consecutive_failures if history else 0,
             exit_code=history.exit_code if history and proc is None else None,
+            last_error=history.last_error if history and proc is None else "",
         )
 
     def _member_tls(self, launch: MemberLaunch) -> TlsFiles:
@@ -298,6 +301,7 @@ class LocalRuntime:
         history = self._history.setdefault(key, _History())
         history.exit_code = code
         ran = time.monotonic() - proc.started_at
+        history.last_error = "" if proc.stopping else last_error_line(self._layout.member(*key).log_file)
         if not proc.stopping:
             self._unexpected_exits += 1
             if code is not None and code >= 0:
@@ -326,6 +330,8 @@ class LocalRuntime:
         # Wait here, not through the watcher task: on shutdown that task may already be cancelled.
         with trio.CancelScope(shield=True):
             proc.process.send_signal(signal.SIGTERM)
+            # A frozen process (SIGSTOP, a debugger) handles SIGTERM only once it runs again.
+            proc.process.send_signal(signal.SIGCONT)
             with trio.move_on_after(STOP_GRACE_SECONDS):
                 await proc.process.wait()
             if not proc.process.exited:
