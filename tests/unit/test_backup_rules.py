@@ -1,0 +1,52 @@
+"""When backups are due and which ones retention deletes (pure rules, exact times)."""
+
+from datetime import UTC, datetime, timedelta
+
+from actors.backup.retention import BackupRecord, expired
+from actors.backup.schedule import due, latest_slot, next_slot, valid_schedule
+
+EVERY_SIX_HOURS = "0 */6 * * *"
+
+
+def at(hour: int, minute: int = 0, day: int = 1) -> datetime:
+    return datetime(2026, 1, day, hour, minute, tzinfo=UTC)
+
+
+def test_schedules_are_five_field_cron():
+    assert valid_schedule(EVERY_SIX_HOURS) and valid_schedule("*/5 * * * *")
+    assert not valid_schedule("0 */6 * * * *") and not valid_schedule("every day") and not valid_schedule("")
+
+
+def test_slots_in_utc():
+    assert latest_slot(EVERY_SIX_HOURS, at(7, 30)) == at(6)
+    assert latest_slot(EVERY_SIX_HOURS, at(6)) == at(6)
+    assert next_slot(EVERY_SIX_HOURS, at(6)) == at(12)
+
+
+def test_due_once_per_slot_and_missed_slots_make_up_once():
+    assert not due(EVERY_SIX_HOURS, since=at(6, 0), now=at(11, 59))
+    assert due(EVERY_SIX_HOURS, since=at(6, 0), now=at(12, 0))
+    # Down from 01:00 to 20:00: three slots missed, one backup at start, then none until 00:00.
+    assert due(EVERY_SIX_HOURS, since=at(1), now=at(20))
+    assert not due(EVERY_SIX_HOURS, since=at(20), now=at(23, 59))
+    assert due(EVERY_SIX_HOURS, since=at(20), now=at(0, 0, day=2))
+
+
+def records(*specs):
+    base = at(0).timestamp()
+    return [BackupRecord(f"b{i}", base + hours * 3600, verified) for i, (hours, verified) in enumerate(specs)]
+
+
+def test_retention_keeps_the_newest_and_the_young():
+    backups = records((1, True), (2, True), (3, True), (4, True))
+    now = at(5).timestamp()
+    assert [b.key for b in expired(backups, keep=2, max_age=None, now=now)] == ["b0", "b1"]
+    assert [b.key for b in expired(backups, keep=None, max_age=2.5 * 3600, now=now)] == ["b0", "b1"]
+    assert expired(backups, keep=None, max_age=None, now=now) == []
+
+
+def test_the_newest_verified_backup_is_never_deleted():
+    backups = records((1, True), (2, False), (3, False))
+    now = at(5).timestamp() + timedelta(days=30).total_seconds()
+    # Everything is too old and over the count, but b0 is the only verified one: it stays.
+    assert [b.key for b in expired(backups, keep=1, max_age=3600, now=now)] == ["b1", "b2"]
