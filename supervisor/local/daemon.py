@@ -1,9 +1,10 @@
 """`etcd-supervisor local FILE`: the whole daemon on the local runtime, no Kubernetes.
 
 FILE holds EtcdCluster documents; every change to it is applied (a new size scales, a removed
-document tears its cluster down keeping the data, an invalid document is reported and the
-rest keep running). SIGINT/SIGTERM stop gracefully, keeping every member's data, so running
-the same command again resumes the same clusters. Members are processes of their own: if the
+document tears its cluster down keeping the data once a second read confirms it, an invalid
+document or an unusable file is reported and changes nothing: supervisor/local/follow.py).
+SIGINT/SIGTERM stop gracefully, keeping every member's data, so running the same command
+again resumes the same clusters. Members are processes of their own: if the
 daemon dies (or exits with leave_members_running), they keep serving and the next daemon adopts them.
 """
 
@@ -18,13 +19,14 @@ from pathlib import Path
 import trio
 
 from actors.cluster import Timing
-from actors.codec import DocumentError, parse_cluster_documents
-from actors.fleet import Fleet, PortsFactory, open_fleet
+from actors.fleet import PortsFactory, open_fleet
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
-from supervisor.local.manifest import watch_manifest
+from supervisor.local.env import env_command
+from supervisor.local.follow import ManifestFollower
+from supervisor.local.manifest import Unreadable, watch_manifest
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.local.status_files import StatusFiles
 from supervisor.local.table import StatusBoard
@@ -65,30 +67,15 @@ class LocalSinks:
         with path.open("a") as out:
             out.write(json.dumps(entry) + "\n")
 
+    def show_file_problems(self, problems: list[str]) -> None:
+        if self._board is not None:
+            self._board.show_problems(problems)
+
     def forget(self, cluster: ClusterRef) -> None:
         self.statuses.pop(cluster, None)
         self._files.remove(cluster)
         if self._board is not None:
             self._board.update(self.statuses)
-
-
-def split_documents(text: str | None) -> tuple[list[ClusterResource], list[DocumentError]]:
-    if text is None:
-        return [], []
-    parsed = parse_cluster_documents(text)
-    return (
-        [p for p in parsed if isinstance(p, ClusterResource)],
-        [p for p in parsed if isinstance(p, DocumentError)],
-    )
-
-
-def problems_by_ref(errors: list[DocumentError]) -> dict[ClusterRef, str]:
-    out = {}
-    for error in errors:
-        if "/" in error.name:
-            namespace, name = error.name.split("/", 1)
-            out[ClusterRef(namespace, name)] = "; ".join(str(e) for e in error.errors)
-    return out
 
 
 async def run_local(
@@ -101,7 +88,7 @@ async def run_local(
     leave_members_running: bool = False,
 ) -> None:
     timing = timing or Timing()
-    board = StatusBoard() if show_board else None
+    board = StatusBoard(env_command=env_command(state_dir)) if show_board else None
     sinks = LocalSinks(state_dir, board)
     async with (
         open_asyncio_loop(),
@@ -110,14 +97,13 @@ async def run_local(
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
-        send, receive = trio.open_memory_channel[str | None](1)
+        send, receive = trio.open_memory_channel[str | Unreadable](1)
         nursery.start_soon(watch_manifest, file, send)
         if board is not None:
             nursery.start_soon(board.run)
         if on_ready is not None:
             on_ready()
-        async for text in receive:
-            await _apply(fleet, sinks, text)
+        await ManifestFollower(file, fleet, sinks).run(receive)
     kept = "members left running for the next daemon" if leave_members_running else "member data kept"
     log.info("stopped; %s in %s", kept, state_dir, extra={"event": "shutdown"})
 
@@ -132,18 +118,3 @@ def local_ports(runtime: LocalRuntime, sinks: ClusterSinks, timing: Timing) -> P
         return ClusterPorts(runtime, admin, sinks, sinks)
 
     return ports_for
-
-
-async def _apply(fleet: Fleet, sinks: LocalSinks, text: str | None) -> None:
-    if text is None:
-        log.error(
-            "cannot read the cluster file; clusters keep running as they are", extra={"event": "manifest"}
-        )
-        return
-    resources, errors = split_documents(text)
-    for error in errors:
-        log.error("invalid EtcdCluster: %s", error, extra={"event": "invalid-spec"})
-    before = set(fleet.refs())
-    await fleet.apply(resources, problems_by_ref(errors))
-    for gone in before - set(fleet.refs()):
-        sinks.forget(gone)

@@ -6,8 +6,11 @@ certificate), so it works from any terminal while the daemon runs, without talki
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,27 @@ def parse_target(target: str) -> ClusterRef:
     if not namespace or not name or "/" in name:
         raise EnvError(f"{target!r}: expected NAMESPACE/NAME, e.g. default/demo")
     return ClusterRef(namespace, name)
+
+
+def env_command(state_dir: Path, program: str | None = None) -> Callable[[ClusterRef], str]:
+    """What the board shows a person for etcdctl: the command as they would type it here.
+
+    The state dir relative to the working directory when it lies below it (as given to
+    `local`, usually), absolute otherwise; the program as the daemon itself was invoked
+    (`.venv/bin/etcd-supervisor` under `make run`), so the command works as shown.
+    """
+    if program is None:
+        invoked = sys.argv[0] if sys.argv else ""
+        program = invoked if Path(invoked).name == "etcd-supervisor" else "etcd-supervisor"
+    shown = state_dir
+    with contextlib.suppress(ValueError):
+        shown = state_dir.relative_to(Path.cwd())
+    tail = f"--state-dir {shlex.quote(str(shown))}"
+
+    def command(ref: ClusterRef) -> str:
+        return f'eval "$({shlex.quote(program)} local env {ref} {tail})"'
+
+    return command
 
 
 def env_exports(state_dir: Path, target: str) -> str:

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import trio
+from attrs import frozen
 
 log = logging.getLogger(__name__)
 
@@ -21,21 +22,28 @@ log = logging.getLogger(__name__)
 REHASH_EVERY_POLLS = 10
 
 
+@frozen
+class Unreadable:
+    """The file could not be read as text; why, in words for the user ("No such file or directory")."""
+
+    reason: str
+
+
 async def watch_manifest(
     path: Path | str,
-    send_channel: trio.MemorySendChannel[str | None],
+    send_channel: trio.MemorySendChannel[str | Unreadable],
     *,
     poll_interval: float = 0.5,
 ) -> None:
     """Send the file's text at start and after every change of its content, forever.
 
-    A missing, unreadable or non-UTF-8 file is sent as None (once, until it changes again) with
-    the reason logged: the daemon keeps its clusters as they are rather than tearing them down
-    because an editor briefly removed the file.
+    A missing, unreadable or non-UTF-8 file is sent as Unreadable (once, until it or the reason
+    changes): the daemon keeps its clusters as they are rather than tearing them down because
+    an editor briefly removed the file.
     """
     path = Path(path)
     last_stat: tuple[int, int, int] | None = None
-    last_sent: bytes | None = None  # sha256 of the text sent, or b"" after sending None
+    last_sent: bytes | None = None  # sha256 of the text sent, or of the reason it could not be read
     polls = 0
     async with send_channel:
         while True:
@@ -54,14 +62,23 @@ async def watch_manifest(
             await trio.sleep(poll_interval)
 
 
-async def _read(path: Path) -> tuple[str | None, bytes]:
+async def read_manifest(path: Path) -> str | Unreadable:
+    """The file's text now, for a read outside the watch (a confirming second look)."""
+    text, _ = await _read(path)
+    return text
+
+
+async def _read(path: Path) -> tuple[str | Unreadable, bytes]:
     try:
         raw = await trio.Path(path).read_bytes()
         text = raw.decode("utf-8")
     except OSError as exc:
-        log.warning("cannot read %s: %s", path, exc.strerror or exc, extra={"event": "manifest"})
-        return None, b""
+        return _unreadable(path, str(exc.strerror or exc))
     except UnicodeDecodeError as exc:
-        log.warning("%s is not UTF-8 text: %s", path, exc, extra={"event": "manifest"})
-        return None, b""
+        return _unreadable(path, f"not UTF-8 text (byte {exc.start} is {raw[exc.start : exc.start + 1]!r})")
     return text, hashlib.sha256(raw).digest()
+
+
+def _unreadable(path: Path, reason: str) -> tuple[Unreadable, bytes]:
+    log.warning("cannot read %s: %s", path, reason, extra={"event": "manifest"})
+    return Unreadable(reason), hashlib.sha256(reason.encode()).digest()

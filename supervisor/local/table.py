@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 import trio
@@ -16,18 +16,33 @@ MEMBER_COLUMNS = ("MEMBER", "ROLE", "HEALTHY", "PID", "CLIENT URL", "ID")
 CLEAR_AND_HOME = "\x1b[H\x1b[2J"
 
 
-def render_status_table(statuses: Mapping[ClusterRef, ClusterStatus], *, width: int) -> str:
-    """One block per cluster (sorted by namespace/name): a header line, then a row per member.
+# The shell command that points etcdctl at a cluster (`local env`), shown under its members.
+EnvCommand = Callable[[ClusterRef], str]
+
+
+def render_status_table(
+    statuses: Mapping[ClusterRef, ClusterStatus],
+    *,
+    width: int,
+    problems: Sequence[str] = (),
+    env_command: EnvCommand | None = None,
+) -> str:
+    """Problems of the manifest file first ("! ..."), then one block per cluster (sorted by
+    namespace/name): a header line, a row per member, and the command for etcdctl.
 
     Lines never exceed width: long cells are cut with '…' so a narrow terminal stays readable.
+    The etcdctl command is the exception: a wrapped line can still be copied, a cut one cannot.
     """
+    head = [_clip(f"! {problem}", width) + "\n" for problem in problems]
     if not statuses:
-        return _clip("no clusters", width) + "\n"
-    blocks = [_render_cluster(ref, statuses[ref], width) for ref in sorted(statuses)]
-    return "\n".join(blocks)
+        return "".join(head) + _clip("no clusters", width) + "\n"
+    blocks = [_render_cluster(ref, statuses[ref], width, env_command) for ref in sorted(statuses)]
+    return "".join(head) + "\n".join(blocks)
 
 
-def _render_cluster(ref: ClusterRef, status: ClusterStatus, width: int) -> str:
+def _render_cluster(
+    ref: ClusterRef, status: ClusterStatus, width: int, env_command: EnvCommand | None
+) -> str:
     # Size is what the status knows: its member list (the spec is not part of ClusterStatus).
     header = f"{ref}  {status.phase.value}  ready {status.ready_replicas}/{len(status.members)}"
     if status.message:
@@ -41,6 +56,8 @@ def _render_cluster(ref: ClusterRef, status: ClusterStatus, width: int) -> str:
     degraded = [c for c in status.conditions if c.status == "True" and c.type not in ("Ready", "Available")]
     for condition in degraded:
         lines.append(_clip(f"  ! {condition.type}: {condition.reason} {condition.message}".rstrip(), width))
+    if env_command is not None and status.members:
+        lines.append(f"  etcdctl: {env_command(ref)}")
     return "\n".join(lines) + "\n"
 
 
@@ -78,12 +95,19 @@ class StatusBoard:
     """
 
     def __init__(
-        self, stream: TextIO | None = None, *, min_interval: float = 0.25, tty: bool | None = None
+        self,
+        stream: TextIO | None = None,
+        *,
+        min_interval: float = 0.25,
+        tty: bool | None = None,
+        env_command: EnvCommand | None = None,
     ) -> None:
         self._stream = stream if stream is not None else sys.stdout
         self._tty = self._stream.isatty() if tty is None else tty
         self._min_interval = min_interval
         self._statuses: dict[ClusterRef, ClusterStatus] = {}
+        self._problems: list[str] = []
+        self._env_command = env_command
         self._last_text: str | None = None
         self._last_draw = float("-inf")
         self._pending = False
@@ -97,12 +121,19 @@ class StatusBoard:
         else:
             self._wakeup.set()
 
+    def show_problems(self, problems: Sequence[str]) -> None:
+        """Lines about the manifest file as a whole, shown above the clusters until replaced."""
+        self._problems = list(problems)
+        self.update(self._statuses)
+
     def flush(self) -> None:
         """Draw the current state now if it differs from what is shown."""
         self._pending = False
         self._last_draw = time.monotonic()
         width = shutil.get_terminal_size().columns if self._tty else 120
-        text = render_status_table(self._statuses, width=width)
+        text = render_status_table(
+            self._statuses, width=width, problems=self._problems, env_command=self._env_command
+        )
         if text == self._last_text:
             return
         self._last_text = text

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import trio
 
-from supervisor.local.manifest import watch_manifest
+from supervisor.local.manifest import Unreadable, read_manifest, watch_manifest
 
 POLL = 0.02
 
 
-async def next_text(receive: trio.MemoryReceiveChannel[str | None]) -> str | None:
+async def next_text(receive: trio.MemoryReceiveChannel[str | Unreadable]) -> str | Unreadable:
     with trio.fail_after(5):
         return await receive.receive()
 
@@ -20,7 +20,7 @@ async def next_text(receive: trio.MemoryReceiveChannel[str | None]) -> str | Non
 async def test_sends_the_text_at_start_and_on_every_change(tmp_path: Path) -> None:
     path = tmp_path / "clusters.yaml"
     path.write_text("size: 1\n")
-    send, receive = trio.open_memory_channel[str | None](10)
+    send, receive = trio.open_memory_channel[str | Unreadable](10)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: watch_manifest(path, send, poll_interval=POLL))
         assert await next_text(receive) == "size: 1\n"
@@ -41,16 +41,19 @@ async def test_sends_the_text_at_start_and_on_every_change(tmp_path: Path) -> No
             raise AssertionError("unchanged content was resent")
 
         path.unlink()
-        assert await next_text(receive) is None
+        assert await next_text(receive) == Unreadable("No such file or directory")
         with trio.move_on_after(10 * POLL):
             await receive.receive()
             raise AssertionError("a missing file is reported once, not on every poll")
 
+        # Another reason is news (the daemon reports why); the same reason again is not.
         path.write_bytes(b"\xff\xfe not utf-8")
-        # Still an error, already reported: nothing new. Then a good file again.
+        assert await next_text(receive) == Unreadable("not UTF-8 text (byte 0 is b'\\xff')")
+        path.write_bytes(b"\xff\xfe still not utf-8")
         with trio.move_on_after(10 * POLL):
             await receive.receive()
-            raise AssertionError("an unreadable file after a missing one is the same error")
+            raise AssertionError("the same reason was sent twice")
+        assert await read_manifest(path) == Unreadable("not UTF-8 text (byte 0 is b'\\xff')")
         path.write_text("size: 7\n")
         assert await next_text(receive) == "size: 7\n"
         nursery.cancel_scope.cancel()
@@ -58,10 +61,10 @@ async def test_sends_the_text_at_start_and_on_every_change(tmp_path: Path) -> No
 
 async def test_a_missing_file_at_start_is_an_error_value_then_its_text(tmp_path: Path) -> None:
     path = tmp_path / "later.yaml"
-    send, receive = trio.open_memory_channel[str | None](10)
+    send, receive = trio.open_memory_channel[str | Unreadable](10)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(lambda: watch_manifest(path, send, poll_interval=POLL))
-        assert await next_text(receive) is None
+        assert isinstance(await next_text(receive), Unreadable)
         path.write_text("kind: EtcdCluster\n")
         assert await next_text(receive) == "kind: EtcdCluster\n"
         nursery.cancel_scope.cancel()

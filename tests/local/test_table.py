@@ -97,3 +97,36 @@ def test_board_prints_snapshots_only_on_change_when_not_a_tty() -> None:
     text = out.getvalue()
     assert CLEAR_AND_HOME not in text
     assert text.count("--- ") == 2 and "Failed" in text
+
+
+def test_file_problems_come_first_and_each_cluster_shows_its_etcdctl_command() -> None:
+    def command(ref: ClusterRef) -> str:
+        return f'eval "$(etcd-supervisor local env {ref} --state-dir /a/very/long/path/to/the/state)"'
+
+    not_created = ClusterStatus(message="not created: spec.size: must be between 1 and 9 (got 0)")
+    text = render_status_table(
+        {DEMO: running(), OTHER: not_created},
+        width=60,
+        problems=[
+            "cannot use c.yaml: not valid YAML: line 3, column 11: mapping values are not allowed here"
+        ],
+        env_command=command,
+    )
+    lines = text.splitlines()
+    assert lines[0].startswith("! cannot use c.yaml: not valid YAML: line 3") and len(lines[0]) == 60
+    # Never cut: a wrapped command can still be copied, a cut one cannot.
+    assert f"  etcdctl: {command(DEMO)}" in lines
+    assert not any("local env apps/cache" in line for line in lines), "nothing to connect to yet"
+
+
+async def test_the_board_shows_file_problems_until_replaced() -> None:
+    out = io.StringIO()
+    board = StatusBoard(out, tty=False, min_interval=0)
+    board.update({DEMO: running()})
+    board.show_problems(["cannot use c.yaml: no EtcdCluster document in it"])
+    assert (
+        out.getvalue().rsplit("--- ", 1)[1].splitlines()[1]
+        == "! cannot use c.yaml: no EtcdCluster document in it"
+    )
+    board.show_problems([])
+    assert "! cannot use" not in out.getvalue().rsplit("--- ", 1)[1]
