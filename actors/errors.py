@@ -19,3 +19,23 @@ class MemberNotFound(EtcdError):
 
 class ClusterUnhealthy(EtcdError):
     """etcd refused a membership change that would put the cluster at risk."""
+
+
+class StoreError(Exception):
+    """Any failed object-store operation; the message names the store and what failed."""
+
+
+class StoreNotFound(StoreError):
+    """The bucket (or directory) or the key does not exist."""
+
+
+class StoreAccessDenied(StoreError):
+    """The store refused the credentials, or there are none to be had."""
+
+
+class StoreUnavailable(StoreError):
+    """The endpoint did not answer (refused, unreachable, timed out, or failing with 5xx)."""
+
+
+class StoreFull(StoreError):
+    """No space left: a full local disk (ENOSPC, EDQUOT) or a store's quota."""

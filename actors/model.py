@@ -85,6 +85,61 @@ class HealthSpec:
         return duration_seconds(self.unresponsive_after)
 
 
+# --- object stores (spec.backup.store, spec.restore.store) -----------------------------------
+
+
+@frozen
+class LocalStore:
+    """A directory (locally: a relative path resolves against the manifest file's directory)."""
+
+    path: str
+
+    def describe(self) -> str:
+        return f"local directory {self.path}"
+
+
+@frozen
+class S3Store:
+    bucket: str
+    prefix: str = ""  # prepended to every key by the store
+    endpoint: str | None = None  # S3-compatible servers (MinIO, ...); None: AWS
+    region: str | None = None
+    credentials_secret: str | None = None
+
+    def describe(self) -> str:
+        return f"s3 bucket {self.bucket!r}" + (f" at {self.endpoint}" if self.endpoint else "")
+
+
+@frozen
+class GcsStore:
+    bucket: str
+    prefix: str = ""
+    endpoint: str | None = None
+    credentials_secret: str | None = None
+
+    def describe(self) -> str:
+        return f"gcs bucket {self.bucket!r}" + (f" at {self.endpoint}" if self.endpoint else "")
+
+
+@frozen
+class StoreSpec:
+    """Where backups go: exactly one of local, s3, gcs (codec.parse_store enforces it)."""
+
+    local: LocalStore | None = None
+    s3: S3Store | None = None
+    gcs: GcsStore | None = None
+
+    @property
+    def chosen(self) -> LocalStore | S3Store | GcsStore:
+        for store in (self.local, self.s3, self.gcs):
+            if store is not None:
+                return store
+        raise ValueError("a StoreSpec names no store")
+
+    def describe(self) -> str:
+        return self.chosen.describe()
+
+
 @frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""

@@ -1,0 +1,88 @@
+"""The object-store port: where backups go (a local directory, S3-compatible, GCS).
+
+Pure: Protocol and attrs records only. Adapters live in supervisor.stores (open_store builds one
+from a StoreSpec); errors are the StoreError family in actors.errors, so the actors can tell a
+missing bucket from wrong credentials, an unreachable endpoint or a full disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Protocol
+
+from attrs import field, frozen
+
+
+@frozen
+class StoredObject:
+    """What a put wrote: the key, its size in bytes and the sha256 (hex) of exactly those bytes."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+@frozen
+class ObjectInfo:
+    """One object as a listing reports it."""
+
+    key: str
+    size: int
+    modified: float  # unix seconds
+
+
+@frozen
+class S3Credentials:
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+
+
+@frozen
+class GcsCredentials:
+    # The content of a service-account key file (JSON), never a path: it may come from a Secret.
+    service_account_json: str = field(repr=False)
+
+
+# None: no credentials configured, the store's client looks in its own environment (IAM roles,
+# workload identity, metadata servers).
+StoreCredentials = S3Credentials | GcsCredentials | None
+
+
+class ObjectStore(Protocol):
+    """A flat namespace of keys ("etcd/demo/2026-...db") under the store's own prefix.
+
+    Keys are relative: "a/b.db", never "/a" nor containing "..". Every failure is a
+    StoreError (actors.errors) whose message names the store and the operation.
+    """
+
+    async def put_stream(self, key: str, chunks: AsyncIterable[bytes]) -> StoredObject:
+        """Write the chunks as one object, atomically: readers see the whole object or none.
+
+        Streams (multipart where the store has it): memory stays bounded by a few parts, never
+        the object. The sha256 is computed on the way through.
+        """
+        ...
+
+    async def put_bytes(self, key: str, data: bytes) -> StoredObject:
+        """Write a small object (metadata) in one request."""
+        ...
+
+    def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        """The object's bytes in chunks, as they arrive (an async generator)."""
+        ...
+
+    async def get_bytes(self, key: str) -> bytes:
+        """A small object, whole."""
+        ...
+
+    async def list(self, prefix: str) -> list[ObjectInfo]:
+        """Every object whose key starts with `prefix` (a plain string prefix; "" for all)."""
+        ...
+
+    async def delete(self, key: str) -> None:
+        """Delete the object; deleting one that is not there is not an error."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; whoever opened the store closes it."""
+        ...
