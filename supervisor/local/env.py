@@ -46,15 +46,20 @@ def env_command(state_dir: Path, program: str | None = None) -> Callable[[Cluste
     if program is None:
         invoked = sys.argv[0] if sys.argv else ""
         program = invoked if Path(invoked).name == "etcd-supervisor" else "etcd-supervisor"
-    shown = state_dir
-    with contextlib.suppress(ValueError):
-        shown = state_dir.relative_to(Path.cwd())
-    tail = f"--state-dir {shlex.quote(str(shown))}"
+    tail = f"--state-dir {shlex.quote(str(as_typed(state_dir)))}"
 
     def command(ref: ClusterRef) -> str:
         return f'eval "$({shlex.quote(program)} local env {ref} {tail})"'
 
     return command
+
+
+def as_typed(path: Path) -> Path:
+    """A path made absolute at start-up, shown as it was probably typed: relative to the
+    working directory when below it (shorter on the board, and still right from here)."""
+    with contextlib.suppress(ValueError):
+        return path.relative_to(Path.cwd())
+    return path
 
 
 def env_exports(state_dir: Path, target: str) -> str:

@@ -24,6 +24,7 @@ from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterStatus, Condition
 from actors.ports import EventSink, StatusSink
 from supervisor.local.clusters_file import FileProblem, Manifest, Removals, read_clusters
+from supervisor.local.env import as_typed
 from supervisor.local.manifest import Unreadable, read_manifest
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class ManifestFollower:
         self, file: Path, fleet: Fleet, sinks: FollowSinks, *, confirm_after: float = CONFIRM_REMOVAL_AFTER
     ) -> None:
         self._file = file
+        self._shown = as_typed(file)  # in messages
         self._fleet = fleet
         self._sinks = sinks
         self._removals = Removals(confirm_after)
@@ -66,7 +68,7 @@ class ManifestFollower:
     async def apply(self, read: str | Unreadable) -> None:
         manifest = read_clusters(read)
         if isinstance(manifest, FileProblem):
-            await self._hold_everything(f"cannot use {self._file}: {manifest.reason}")
+            await self._hold_everything(f"cannot use {self._shown}: {manifest.reason}")
         else:
             await self._apply(manifest)
 
@@ -78,7 +80,7 @@ class ManifestFollower:
             await self._fleet.report_problem(ref, problem)
 
     async def _apply(self, manifest: Manifest) -> None:
-        unnamed = [f"cannot use {self._file}: {problem}" for problem in manifest.unnamed]
+        unnamed = [f"cannot use {self._shown}: {problem}" for problem in manifest.unnamed]
         self._sinks.show_file_problems(unnamed)
         for resource in manifest.resources:
             self._not_created.pop(resource.ref, None)  # the cluster actor publishes from now on
@@ -105,7 +107,7 @@ class ManifestFollower:
             log.info(
                 "%s is not in %s: removed if a read %.0f s later still lacks it",
                 ref,
-                self._file,
+                self._shown,
                 self._removals.confirm_after,
                 extra={"event": "manifest", "cluster": str(ref)},
             )

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from actors.model import ClusterRef
+from supervisor.local.env import env_command
 from tests.cli.test_local_command import CLI, DOC, healthy, status_of, wait_status
 from tests.harness.procs import etcd_pids_under, pids_mentioning
 
@@ -124,3 +126,15 @@ def test_local_file_still_means_a_file_and_two_positionals_need_env(workdir):
     (workdir / ".state" / "default" / "empty" / "status.json").write_text(status)
     none_yet = shell(workdir, f"{CLI} local env default/empty")
     assert none_yet.returncode == 1 and "no members serving clients yet" in none_yet.stderr
+
+
+def test_the_board_shows_the_command_as_typed_here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    below = env_command(tmp_path / ".state", ".venv/bin/etcd-supervisor")
+    assert below(ClusterRef("default", "demo")) == (
+        'eval "$(.venv/bin/etcd-supervisor local env default/demo --state-dir .state)"'
+    )
+    elsewhere = env_command(Path("/srv/etcd state"), "etcd-supervisor")
+    assert elsewhere(ClusterRef("apps", "cache")) == (
+        "eval \"$(etcd-supervisor local env apps/cache --state-dir '/srv/etcd state')\""
+    )
