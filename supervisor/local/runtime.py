@@ -108,7 +108,8 @@ class _History:
 
 
 class LocalRuntime:
-    """Use open_local_runtime() to get one; it owns the nursery the member processes live in."""
+    """Use open_local_runtime() to get one; it owns the nursery that watches the member processes
+    (which are not tied to it: they outlive the daemon)."""
 
     def __init__(self, state_dir: Path, etcd_binary: Path, nursery: trio.Nursery) -> None:
         self.state_dir = state_dir

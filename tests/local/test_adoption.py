@@ -10,11 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import trio
 
 from actors.model import ClusterRef, MemberLaunch, ProcessState
 from supervisor.local import LocalRuntime, open_local_runtime
-from supervisor.local.processes import pid_is_alive
+from supervisor.local.processes import Adopted, adopt, pid_is_alive, started_as
 from tests.harness.procs import etcd_pids_under
 
 from .conftest import PLAIN, etcdctl, start_seed, wait_healthy, wait_member, wait_running
@@ -155,3 +156,26 @@ async def test_members_left_running_are_adopted_but_a_reused_pid_is_not(state_di
     finally:
         sleeper.kill()
         await sleeper.wait()
+
+
+async def test_an_adopted_process_is_watched_by_pidfd_or_by_polling_proc() -> None:
+    for use_pidfd in (True, False):
+        sleeper = await trio.lowlevel.open_process(["sleep", "300"])
+        try:
+            recorded = started_as(sleeper.pid, ["/bin/sleep", "300"])  # a launcher may differ in argv[0]
+            assert recorded is not None
+            assert adopt(attrs.evolve(recorded, start_time=recorded.start_time + 1)) is None
+            assert adopt(attrs.evolve(recorded, argv=("sleep", "301"))) is None
+            # Without a pidfd (a kernel before 5.3), /proc is polled instead.
+            process = adopt(recorded) if use_pidfd else Adopted(recorded, None)
+            assert process is not None and process.pid == sleeper.pid
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(process.wait)  # two waiters at once, as the watcher and a stop
+                process.send_signal(signal.SIGTERM)
+                with trio.fail_after(5):
+                    await process.wait()
+            assert process.exited and process.returncode is None  # not our child: unknown
+            process.send_signal(signal.SIGKILL)  # a no-op once gone, whoever has the pid now
+        finally:
+            sleeper.kill()
+            await sleeper.wait()
