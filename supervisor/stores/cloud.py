@@ -1,0 +1,198 @@
+"""S3-compatible and GCS stores through obstore (the Rust object_store crate).
+
+obstore's *sync* API, each call in a trio worker thread, rather than its asyncio API through
+supervisor.aio: obstore releases the GIL and does its I/O on its own tokio runtime, so a thread
+costs nothing but itself; a streamed put feeds obstore a plain iterator whose items a worker
+thread pulls from our trio iterator (trio.from_thread), where the asyncio API would need a
+trio->asyncio hop (and an asyncio task) per chunk; and the stores work whether or not an asyncio
+loop is open. Timeouts and retries are obstore's (StoreOptions), so a call is bounded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import AsyncIterable, AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import obstore
+import trio
+from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
+from actors.errors import StoreAccessDenied, StoreError, StoreFull, StoreNotFound, StoreUnavailable
+from actors.store_port import ObjectInfo, StoredObject
+from supervisor.stores.keys import check_key, list_root
+
+if TYPE_CHECKING:
+    from obstore.store import ObjectStore as ObstoreBackend
+
+READ_CHUNK = 1 << 20
+
+
+@attrs.frozen
+class Transfer:
+    """Multipart sizing: memory held by a streamed put is about part_size * (concurrency + 1)."""
+
+    part_size: int = 8 << 20  # S3 needs >= 5 MiB for every part but the last
+    concurrency: int = 2
+
+
+class ObstoreStore:
+    """ObjectStore on an obstore S3Store or GCSStore (the key prefix is obstore's)."""
+
+    def __init__(self, backend: ObstoreBackend, *, name: str, transfer: Transfer) -> None:
+        self._backend = backend
+        self._name = name
+        self._transfer = transfer
+
+    def describe(self) -> str:
+        return self._name
+
+    async def put_stream(self, key: str, chunks: AsyncIterable[bytes]) -> StoredObject:
+        check_key(key)
+        source = aiter(chunks)
+        head = await _read_up_to(source, self._transfer.part_size)
+        if head.ended:
+            # One request: small objects (metadata) and empty streams, which S3 multipart refuses.
+            return await self.put_bytes(key, b"".join(head.chunks))
+        digest = hashlib.sha256()
+        sizes = [0]
+
+        def hashed() -> Iterator[bytes]:
+            for chunk in pull_from_trio(head.chunks, source):
+                digest.update(chunk)
+                sizes[0] += len(chunk)
+                yield chunk
+
+        await self._call("put", key, self._put, key, hashed(), True)
+        return StoredObject(key=key, size=sizes[0], sha256=digest.hexdigest())
+
+    async def put_bytes(self, key: str, data: bytes) -> StoredObject:
+        check_key(key)
+        await self._call("put", key, self._put, key, data, False)
+        return StoredObject(key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        check_key(key)
+        result = await self._call("get", key, obstore.get, self._backend, key)
+        stream = result.stream(min_chunk_size=READ_CHUNK)
+        while chunk := await self._call("get", key, next, stream, b""):
+            yield bytes(chunk)
+
+    async def get_bytes(self, key: str) -> bytes:
+        check_key(key)
+        result = await self._call("get", key, obstore.get, self._backend, key)
+        return bytes(await self._call("get", key, result.bytes))
+
+    async def list(self, prefix: str) -> list[ObjectInfo]:
+        metas = await self._call("list", prefix, _list_under, self._backend, list_root(prefix))
+        return sorted(
+            (
+                ObjectInfo(key=m["path"], size=m["size"], modified=m["last_modified"].timestamp())
+                for m in metas
+                if m["path"].startswith(prefix)
+            ),
+            key=lambda info: info.key,
+        )
+
+    async def delete(self, key: str) -> None:
+        check_key(key)
+        try:
+            await self._call("delete", key, obstore.delete, self._backend, key)
+        except StoreNotFound as exc:
+            if _names_bucket(str(exc)):
+                raise  # a missing bucket is not an object already deleted
+
+    async def aclose(self) -> None:
+        pass  # obstore pools connections per store object; dropping it closes them
+
+    def _put(self, key: str, data: Any, multipart: bool) -> None:
+        obstore.put(
+            self._backend,
+            key,
+            data,
+            use_multipart=multipart,
+            chunk_size=self._transfer.part_size,
+            max_concurrency=self._transfer.concurrency,
+        )
+
+    async def _call(self, operation: str, key: str, fn: Any, *args: Any) -> Any:
+        try:
+            return await trio.to_thread.run_sync(fn, *args)
+        except (obstore.exceptions.BaseError, OSError) as exc:
+            # A put cancelled while obstore pulled chunks fails inside obstore: stay cancelled.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            raise _translate(self._name, operation, key, exc) from exc
+
+
+def _list_under(backend: ObstoreBackend, root: str) -> list[Any]:
+    return [meta for batch in obstore.list(backend, prefix=root or None) for meta in batch]
+
+
+@attrs.define
+class _Head:
+    chunks: list[bytes]
+    ended: bool
+
+
+async def _read_up_to(source: AsyncIterator[bytes], limit: int) -> _Head:
+    """The first chunks of a stream, up to `limit` bytes or its end, whichever comes first."""
+    head = _Head(chunks=[], ended=False)
+    size = 0
+    while size <= limit:
+        try:
+            chunk = await anext(source)
+        except StopAsyncIteration:
+            head.ended = True
+            break
+        head.chunks.append(chunk)
+        size += len(chunk)
+    return head
+
+
+def pull_from_trio(head: list[bytes], source: AsyncIterator[bytes]) -> Iterator[bytes]:
+    """A blocking iterator for obstore's worker thread over a trio async iterator.
+
+    Each item is fetched by trio.from_thread, in the putting task's context: a cancelled put
+    raises there, obstore aborts the multipart upload, and nothing half-written stays visible.
+    """
+    yield from head
+    while True:
+        try:
+            yield trio.from_thread.run(_next, source)
+        except StopAsyncIteration:
+            return
+
+
+async def _next(source: AsyncIterator[bytes]) -> bytes:
+    return await anext(source)
+
+
+# --- errors: obstore's exception class first, then the HTTP status and S3/GCS error code --------
+
+_STATUS = re.compile(r"status code: (\d{3})")
+_FULL_CODES = ("QuotaExceeded", "quotaExceeded", "InsufficientStorage", "EntityTooLarge", "storageQuota")
+_UNAVAILABLE_TEXT = ("error sending request", "timed out", "timeout", "Connection refused", "connect")
+
+
+def _names_bucket(message: str) -> bool:
+    return "NoSuchBucket" in message or "bucket does not exist" in message.lower()
+
+
+def _translate(store: str, operation: str, key: str, exc: BaseException) -> StoreError:
+    detail = str(exc).split("\n", 1)[0][:400]
+    what = f"{store}: {operation} {key!r}"
+    status = _STATUS.search(str(exc))
+    code = int(status.group(1)) if status else None
+    if _names_bucket(str(exc)):
+        return StoreNotFound(f"{what}: the bucket does not exist ({detail})")
+    if isinstance(exc, FileNotFoundError) or code == 404:
+        return StoreNotFound(f"{what}: no such object ({detail})")
+    if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or code in (401, 403):
+        return StoreAccessDenied(f"{what}: the store refused the credentials ({detail})")
+    if code == 507 or any(c in str(exc) for c in _FULL_CODES):
+        return StoreFull(f"{what}: no space or quota left ({detail})")
+    if (code is not None and code >= 500) or any(t in str(exc) for t in _UNAVAILABLE_TEXT):
+        return StoreUnavailable(f"{what}: the endpoint did not answer ({detail})")
+    return StoreError(f"{what}: {detail}")

@@ -1,0 +1,85 @@
+"""Credentials in local mode: the daemon's environment, or a file next to the manifest.
+
+A store naming `credentialsSecret: s3-creds` is read from `<manifest dir>/s3-creds` (KEY=VALUE
+lines: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or, for GCS, `<manifest dir>/gcs-creds.json`
+(a service-account key) when that file exists; otherwise from the standard environment
+variables (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from actors.errors import StoreAccessDenied
+from actors.model import GcsStore, S3Store, StoreSpec
+from actors.store_port import GcsCredentials, S3Credentials, StoreCredentials
+
+S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def local_credentials(spec: StoreSpec, manifest_dir: Path, environ: Mapping[str, str]) -> StoreCredentials:
+    """The credentials for `spec`; None when none are configured (the client's own lookup then).
+
+    StoreAccessDenied when a named secret can be found nowhere, or a file lacks a key.
+    """
+    store = spec.chosen
+    if isinstance(store, S3Store):
+        return _s3(store, manifest_dir, environ)
+    if isinstance(store, GcsStore):
+        return _gcs(store, manifest_dir, environ)
+    return None
+
+
+def _s3(store: S3Store, manifest_dir: Path, environ: Mapping[str, str]) -> StoreCredentials:
+    secret = store.credentials_secret
+    if secret and (manifest_dir / secret).is_file():
+        path = manifest_dir / secret
+        return _s3_from(parse_key_values(path.read_text()), f"{store.describe()}: {path}")
+    if all(environ.get(k) for k in S3_KEYS):
+        return _s3_from(environ, "the environment")
+    if secret:
+        raise StoreAccessDenied(
+            f"{store.describe()}: credentialsSecret {secret!r}: no file {manifest_dir / secret} "
+            f"and no {' / '.join(S3_KEYS)} in the environment"
+        )
+    return None
+
+
+def _s3_from(values: Mapping[str, str], where: str) -> S3Credentials:
+    missing = [k for k in S3_KEYS if not values.get(k)]
+    if missing:
+        raise StoreAccessDenied(f"{where}: {', '.join(missing)} missing")
+    return S3Credentials(access_key_id=values[S3_KEYS[0]], secret_access_key=values[S3_KEYS[1]])
+
+
+def _gcs(store: GcsStore, manifest_dir: Path, environ: Mapping[str, str]) -> StoreCredentials:
+    secret = store.credentials_secret
+    if secret and (manifest_dir / f"{secret}.json").is_file():
+        return GcsCredentials((manifest_dir / f"{secret}.json").read_text())
+    if environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+        path = Path(environ["GOOGLE_APPLICATION_CREDENTIALS"])
+        try:
+            return GcsCredentials(path.read_text())
+        except OSError as exc:
+            raise StoreAccessDenied(
+                f"{store.describe()}: GOOGLE_APPLICATION_CREDENTIALS {path}: {exc}"
+            ) from exc
+    if secret:
+        raise StoreAccessDenied(
+            f"{store.describe()}: credentialsSecret {secret!r}: no file {manifest_dir / secret}.json "
+            "and no GOOGLE_APPLICATION_CREDENTIALS in the environment"
+        )
+    return None
+
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """KEY=VALUE lines (blank lines, # comments and an `export ` in front allowed)."""
+    values = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        values[key.strip()] = value.strip().strip("'\"")
+    return values

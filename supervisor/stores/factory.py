@@ -1,0 +1,86 @@
+"""open_store: a StoreSpec (spec.backup.store) and its credentials -> an ObjectStore."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+from obstore.store import S3Store
+
+from actors.model import GcsStore, LocalStore, StoreSpec
+from actors.model import S3Store as S3Spec
+from actors.store_port import ObjectStore, S3Credentials, StoreCredentials
+from supervisor.stores.cloud import ObstoreStore, Transfer
+from supervisor.stores.gcs import open_gcs
+from supervisor.stores.local import LocalDirectoryStore
+
+
+@attrs.frozen
+class StoreOptions:
+    """Bounds of every remote call: an unreachable endpoint fails within about
+    connect_timeout * (retries + 1) plus the backoff between tries, never hangs."""
+
+    connect_timeout: float = 5.0
+    # One request (a part of a multipart upload, a listing page); a stalled one is retried.
+    request_timeout: float = 120.0
+    retries: int = 3
+    retry_timeout: float = 60.0
+    transfer: Transfer = attrs.field(factory=Transfer)
+
+
+def open_store(
+    spec: StoreSpec,
+    *,
+    credentials: StoreCredentials,
+    relative_to: Path | None = None,
+    options: StoreOptions | None = None,
+) -> ObjectStore:
+    """The store `spec` names. A relative local path resolves against `relative_to` (locally: the
+    manifest's directory). Opening does no I/O: a bad bucket or credentials show on first use."""
+    options = options or StoreOptions()
+    store = spec.chosen
+    if isinstance(store, LocalStore):
+        path = Path(store.path)
+        return LocalDirectoryStore(relative_to / path if relative_to and not path.is_absolute() else path)
+    if isinstance(store, GcsStore):
+        timeouts = (options.connect_timeout, options.request_timeout, options.retry_timeout)
+        return open_gcs(store, credentials, transfer=options.transfer, timeouts=timeouts)
+    return ObstoreStore(_s3(store, credentials, options), name=store.describe(), transfer=options.transfer)
+
+
+def _client(options: StoreOptions, endpoint: str | None) -> dict[str, Any]:
+    return {
+        "connect_timeout": timedelta(seconds=options.connect_timeout),
+        "timeout": timedelta(seconds=options.request_timeout),
+        "allow_http": bool(endpoint and endpoint.startswith("http://")),
+    }
+
+
+def _retry(options: StoreOptions) -> dict[str, Any]:
+    return {
+        "max_retries": options.retries,
+        "retry_timeout": timedelta(seconds=options.retry_timeout),
+        "backoff": {"init_backoff": timedelta(milliseconds=200), "max_backoff": timedelta(seconds=5)},
+    }
+
+
+def _s3(store: S3Spec, credentials: StoreCredentials, options: StoreOptions) -> S3Store:
+    config: dict[str, Any] = {"region": store.region or "us-east-1"}
+    if store.endpoint:
+        # S3-compatible servers (MinIO, moto, Ceph) answer on paths, not bucket host names.
+        config.update(endpoint=store.endpoint, virtual_hosted_style_request=False)
+    if isinstance(credentials, S3Credentials):
+        config.update(
+            access_key_id=credentials.access_key_id, secret_access_key=credentials.secret_access_key
+        )
+    elif credentials is not None:
+        raise ValueError(f"{store.describe()}: S3 needs an access key, not {type(credentials).__name__}")
+    return S3Store(
+        store.bucket,
+        prefix=store.prefix.strip("/") or None,
+        config=config,  # type: ignore[arg-type]
+        client_options=_client(options, store.endpoint),  # type: ignore[arg-type]
+        retry_config=_retry(options),  # type: ignore[arg-type]
+    )

@@ -1,0 +1,62 @@
+"""One moto (S3) and one fake-gcs-server per test session, stopped at its end."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
+from actors.store_port import ObjectStore, S3Credentials
+from supervisor.stores import open_store
+
+from tests.harness.components import require
+from tests.harness.objstore import (
+    GcsServer,
+    S3Server,
+    fake_gcs_binary,
+    moto_server_binary,
+    open_fake_gcs_server,
+    open_moto_server,
+)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    require("moto_server", moto_server_binary)
+    with open_moto_server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
+    require("fake-gcs-server", fake_gcs_binary)
+    with open_fake_gcs_server(tmp_path_factory.mktemp("fake-gcs")) as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "s3", "gcs"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., ObjectStore]:
+    """make_store(prefix="") -> a store of `store_kind` on a bucket (or directory) of this test's own."""
+    bucket = f"t-{uuid.uuid4().hex[:16]}"
+    if store_kind == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        s3.create_bucket(bucket)
+        creds = S3Credentials(s3.access_key_id, s3.secret_access_key)
+        return lambda prefix="": open_store(
+            StoreSpec(s3=S3Store(bucket=bucket, prefix=prefix, endpoint=s3.endpoint)), credentials=creds
+        )
+    if store_kind == "gcs":
+        gcs: GcsServer = request.getfixturevalue("gcs_server")
+        gcs.create_bucket(bucket)
+        return lambda prefix="": open_store(
+            StoreSpec(gcs=GcsStore(bucket=bucket, prefix=prefix, endpoint=gcs.endpoint)), credentials=None
+        )
+    return lambda prefix="": open_store(StoreSpec(local=LocalStore(str(tmp_path / "store" / prefix))), credentials=None)
