@@ -42,6 +42,15 @@ linearizability:
 
 setup: linearizability
 
+# fake-gcs-server, the GCS-compatible server of the store tests, built once into ~/.cache from its
+# Go module (tests/stores/build-fake-gcs.sh; ~2 minutes cold). S3 is moto's server (the test extra).
+.PHONY: fake-gcs
+fake-gcs:
+	@tests/stores/build-fake-gcs.sh >/dev/null \
+	  || echo "fake-gcs-server not built (Go missing?); its tests will skip (fail under CI=true)"
+
+setup: fake-gcs
+
 # etcd, etcdctl and etcdutl for each version in tests/envtest/etcd-versions.txt, built once into
 # ~/.cache/etcd-supervisor/etcd/<version>/ from the etcd Go modules. Not part of setup yet: cold, the
 # three took ~10 minutes on two shared cores (~6 CPU-minutes); their tests skip until built.
