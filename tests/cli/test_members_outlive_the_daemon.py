@@ -122,3 +122,32 @@ def test_members_left_running_by_a_stopped_daemon_are_adopted_by_the_next(tmp_pa
         assert stop(daemon) == 0, log.read_text()[-2000:]
     assert etcd_pids_under(state) == [] and not pid_is_alive(pid)
     assert os.path.exists(state / "default" / "beta" / "members" / "beta-0" / "data" / "member" / "wal")
+
+
+def test_a_recorded_pid_that_another_process_has_now_is_not_adopted_and_the_member_starts_afresh(tmp_path):
+    file, state, log = tmp_path / "clusters.yaml", tmp_path / "state", tmp_path / "daemon.log"
+    file.write_text(DOC.format(name="gamma", size=1, tls="false"))
+    daemon = start(file, state, log, "--leave-members-running")
+    try:
+        before = wait_status(state, "gamma", healthy(1))
+    finally:
+        assert stop(daemon) == 0, log.read_text()[-2000:]
+    (old,) = pids(before).values()
+    os.kill(old, signal.SIGKILL)  # the member dies while no daemon runs; its pid goes to another
+    sleeper = subprocess.Popen(["sleep", "300"])
+    record = state / "default" / "gamma" / "members" / "gamma-0" / "process.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "pid": sleeper.pid}))
+    try:
+        (state / "default" / "gamma" / "status.json").unlink()
+        daemon = start(file, state, log)
+        try:
+            after = wait_status(state, "gamma", healthy(1))
+            assert pids(after)["gamma-0"] not in (old, sleeper.pid), "started afresh"
+            assert sleeper.poll() is None, "a process that is not our etcd is never signalled"
+            assert adopted(log) == []
+        finally:
+            assert stop(daemon) == 0, log.read_text()[-2000:]
+        assert sleeper.poll() is None and etcd_pids_under(state) == []
+    finally:
+        sleeper.kill()
+        sleeper.wait()
