@@ -54,6 +54,15 @@ async def wait_status_async(state: Path, name: str, predicate, timeout: float = 
     raise AssertionError(f"{name}: not reached in {timeout}s; last status {last}")
 
 
+def leave_running_once(file: Path, state: Path, log: Path, name: str) -> dict:
+    """Run a daemon with --leave-members-running until the cluster is healthy, then SIGTERM it."""
+    daemon = start(file, state, log, "--leave-members-running")
+    try:
+        return wait_status(state, name, healthy(1))
+    finally:
+        assert stop(daemon) == 0, log.read_text()[-2000:]
+
+
 def pids(status: dict) -> dict[str, int]:
     return {m["name"]: m["pid"] for m in status["members"]}
 
@@ -101,11 +110,7 @@ async def test_kill_9_of_the_daemon_is_no_outage_and_the_next_daemon_adopts_the_
 def test_members_left_running_by_a_stopped_daemon_are_adopted_by_the_next(tmp_path):
     file, state, log = tmp_path / "clusters.yaml", tmp_path / "state", tmp_path / "daemon.log"
     file.write_text(DOC.format(name="beta", size=1, tls="true"))
-    daemon = start(file, state, log, "--leave-members-running")
-    try:
-        before = wait_status(state, "beta", healthy(1))
-    finally:
-        assert stop(daemon) == 0, log.read_text()[-2000:]
+    before = leave_running_once(file, state, log, "beta")
     (pid,) = pids(before).values()
     assert pid_is_alive(pid), "--leave-members-running: the member outlives a SIGTERM of the daemon"
     tls = state / "default" / "beta" / "tls"
@@ -127,11 +132,7 @@ def test_members_left_running_by_a_stopped_daemon_are_adopted_by_the_next(tmp_pa
 def test_a_recorded_pid_that_another_process_has_now_is_not_adopted_and_the_member_starts_afresh(tmp_path):
     file, state, log = tmp_path / "clusters.yaml", tmp_path / "state", tmp_path / "daemon.log"
     file.write_text(DOC.format(name="gamma", size=1, tls="false"))
-    daemon = start(file, state, log, "--leave-members-running")
-    try:
-        before = wait_status(state, "gamma", healthy(1))
-    finally:
-        assert stop(daemon) == 0, log.read_text()[-2000:]
+    before = leave_running_once(file, state, log, "gamma")
     (old,) = pids(before).values()
     os.kill(old, signal.SIGKILL)  # the member dies while no daemon runs; its pid goes to another
     sleeper = subprocess.Popen(["sleep", "300"])
