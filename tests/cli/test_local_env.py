@@ -8,25 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from actors.model import ClusterRef
 from supervisor.local.env import env_command
 from tests.cli.test_local_command import CLI, DOC, healthy, status_of, wait_status
-from tests.harness.procs import etcd_pids_under, pids_mentioning
+from tests.harness.procs import etcd_pids_under
 
 ETCDCTL = Path(sys.executable).parent / "etcdctl"
-
-
-@pytest.fixture
-def workdir(tmp_path: Path):
-    """The daemon's working directory; no process mentioning it outlives the test."""
-    yield tmp_path
-    for pid in pids_mentioning(str(tmp_path)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def start_relative(workdir: Path, file: str, state: str) -> subprocess.Popen:

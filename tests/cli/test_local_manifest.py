@@ -8,24 +8,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.cli.test_local_command import CLI, DOC, healthy, status_of, wait_status
-from tests.harness.procs import etcd_pids_under, pids_mentioning
+from tests.harness.procs import etcd_pids_under
 
 ALPHA = DOC.format(name="alpha", size=1, tls="false")
 BETA = DOC.format(name="beta", size=1, tls="false")
 GOOD = ALPHA + "---\n" + BETA
-
-
-@pytest.fixture
-def workdir(tmp_path: Path):
-    yield tmp_path
-    for pid in pids_mentioning(str(tmp_path)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 class Daemon:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 
@@ -25,3 +26,12 @@ def pids_mentioning(*words: str) -> list[int]:
 def etcd_pids_under(path: Path) -> list[int]:
     """etcd processes whose command line names something under `path` (a data dir, say)."""
     return pids_mentioning("etcd", str(path))
+
+
+def kill_all_mentioning(*words: str) -> None:
+    """SIGKILL every process `pids_mentioning(*words)` finds: what a test left behind, pass or fail."""
+    for pid in pids_mentioning(*words):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -17,7 +16,7 @@ from supervisor.etcd.tls import TlsFiles
 from supervisor.local import LocalRuntime, open_local_runtime
 from supervisor.local.runtime import default_etcd_binary
 from tests.harness.components import missing
-from tests.harness.procs import pids_mentioning
+from tests.harness.procs import kill_all_mentioning
 
 BIN = Path(sys.executable).parent
 ETCDCTL = BIN / "etcdctl"
@@ -42,11 +41,7 @@ def state_dir(tmp_path: Path, etcd_binary: Path) -> Iterator[Path]:
     """A state dir; after the test, no process that mentions it survives, pass or fail."""
     path = tmp_path / "state"
     yield path
-    for pid in pids_mentioning(str(tmp_path)):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_all_mentioning(str(tmp_path))
 
 
 @pytest.fixture
