@@ -172,6 +172,7 @@ async def _next(source: AsyncIterator[bytes]) -> bytes:
 # --- errors: obstore's exception class first, then the HTTP status and S3/GCS error code --------
 
 _STATUS = re.compile(r"status code: (\d{3})")
+_S3_CODE = re.compile(r"<Code>(\w+)</Code>")
 _FULL_CODES = ("QuotaExceeded", "quotaExceeded", "InsufficientStorage", "EntityTooLarge", "storageQuota")
 _UNAVAILABLE_TEXT = ("error sending request", "timed out", "timeout", "Connection refused", "connect")
 
@@ -181,7 +182,9 @@ def _names_bucket(message: str) -> bool:
 
 
 def _translate(store: str, operation: str, key: str, exc: BaseException) -> StoreError:
-    detail = str(exc).split("\n", 1)[0][:400]
+    detail = str(exc).split("\n", 1)[0][:300]
+    if error_code := _S3_CODE.search(str(exc)):
+        detail = f"{error_code.group(1)}: {detail}"  # S3's own name for it, on a later line
     what = f"{store}: {operation} {key!r}"
     status = _STATUS.search(str(exc))
     code = int(status.group(1)) if status else None

@@ -22,6 +22,7 @@ from google.api_core.retry import Retry, if_transient_error
 from google.auth import exceptions as auth_errors
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
+from google.cloud.storage.exceptions import InvalidResponse
 from google.oauth2 import service_account
 from requests import exceptions as http_errors
 
@@ -131,22 +132,28 @@ class GcsClientStore:
     async def _call(self, operation: str, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return await trio.to_thread.run_sync(fn, *args)
-        except (api_errors.GoogleAPIError, auth_errors.GoogleAuthError, http_errors.RequestException) as exc:
+        except (
+            api_errors.GoogleAPIError,
+            auth_errors.GoogleAuthError,
+            http_errors.RequestException,
+            InvalidResponse,
+        ) as exc:
             await trio.lowlevel.checkpoint_if_cancelled()
             raise await self._translate(operation, key, exc) from exc
 
     async def _translate(self, operation: str, key: str, exc: BaseException) -> StoreError:
         what = f"{self._name}: {operation} {key!r}"
         detail = str(exc).split("\n", 1)[0][:400]
-        if isinstance(exc, api_errors.NotFound):
+        status = _status(exc)
+        if status == 404:
             if not await self._bucket_exists():
                 return StoreNotFound(f"{what}: the bucket does not exist ({detail})")
             return StoreNotFound(f"{what}: no such object ({detail})")
-        if isinstance(exc, api_errors.Unauthorized | api_errors.Forbidden | auth_errors.RefreshError):
+        if status in (401, 403) or isinstance(exc, auth_errors.RefreshError):
             return StoreAccessDenied(f"{what}: the store refused the credentials ({detail})")
         if "quotaExceeded" in str(exc) or "storageQuota" in str(exc):
             return StoreFull(f"{what}: no space or quota left ({detail})")
-        if isinstance(exc, api_errors.ServerError | api_errors.RetryError | http_errors.RequestException):
+        if (status or 0) >= 500 or isinstance(exc, api_errors.RetryError | http_errors.RequestException):
             return StoreUnavailable(f"{what}: the endpoint did not answer ({detail})")
         if isinstance(exc, auth_errors.TransportError):
             return StoreUnavailable(f"{what}: the credentials' token endpoint did not answer ({detail})")
@@ -157,6 +164,14 @@ class GcsClientStore:
             return bool(await trio.to_thread.run_sync(lambda: self._bucket.exists(timeout=self._timeout)))
         except Exception:
             return True  # cannot tell: say "no such object", the narrower claim
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status of an API error, or of a resumable upload's (another exception family)."""
+    if isinstance(exc, api_errors.GoogleAPICallError):
+        return exc.code
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None)
 
 
 def open_gcs(

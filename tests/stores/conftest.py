@@ -11,7 +11,6 @@ import pytest
 from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
 from actors.store_port import ObjectStore, S3Credentials
 from supervisor.stores import open_store
-
 from tests.harness.components import require
 from tests.harness.objstore import (
     GcsServer,
@@ -59,4 +58,6 @@ def make_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) 
         return lambda prefix="": open_store(
             StoreSpec(gcs=GcsStore(bucket=bucket, prefix=prefix, endpoint=gcs.endpoint)), credentials=None
         )
-    return lambda prefix="": open_store(StoreSpec(local=LocalStore(str(tmp_path / "store" / prefix))), credentials=None)
+    return lambda prefix="": open_store(
+        StoreSpec(local=LocalStore(str(tmp_path / "store" / prefix))), credentials=None
+    )

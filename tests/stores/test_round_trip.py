@@ -14,7 +14,9 @@ from tests.stores.data import MiB, chunks, drain, sha256_of
 BIG = 19 * MiB + 12345
 
 
-async def test_a_streamed_multi_mib_object_comes_back_byte_equal(make_store: Callable[..., ObjectStore]) -> None:
+async def test_a_streamed_multi_mib_object_comes_back_byte_equal(
+    make_store: Callable[..., ObjectStore],
+) -> None:
     store = make_store()
     stored = await store.put_stream("etcd/demo/big.db", chunks(BIG, seed=7))
     expected = await sha256_of(BIG, seed=7)
@@ -43,7 +45,11 @@ async def test_list_filters_by_string_prefix_and_delete_is_idempotent(
     assert [(i.key, i.size) for i in listed] == [("etcd/demo/1.db", 14), ("etcd/demo/2.db", 14)]
     assert all(i.modified > 1.7e9 for i in listed)
     # A plain string prefix, not a directory: "etcd/demo" also matches "etcd/demo-2/...".
-    assert [i.key for i in await store.list("etcd/demo")] == ["etcd/demo-2/1.db", "etcd/demo/1.db", "etcd/demo/2.db"]
+    assert [i.key for i in await store.list("etcd/demo")] == [
+        "etcd/demo-2/1.db",
+        "etcd/demo/1.db",
+        "etcd/demo/2.db",
+    ]
     assert len(await store.list("")) == 4
 
     await store.delete("etcd/demo/1.db")
