@@ -7,10 +7,16 @@ missing bucket from wrong credentials, an unreachable endpoint or a full disk.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Protocol
 
 from attrs import field, frozen
+
+from actors.errors import StoreAccessDenied
+
+# The keys of a credentials Secret (on Kubernetes) or file (locally), as REQUIREMENTS.md fixes them.
+S3_CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+GCS_CREDENTIAL_KEY = "service-account.json"
 
 
 @frozen
@@ -41,6 +47,15 @@ class S3Credentials:
 class GcsCredentials:
     # The content of a service-account key file (JSON), never a path: it may come from a Secret.
     service_account_json: str = field(repr=False)
+
+
+def s3_credentials_from(values: Mapping[str, str], where: str) -> S3Credentials:
+    """S3 credentials from a Secret's or a file's keys; StoreAccessDenied naming `where` and a missing key."""
+    missing = [k for k in S3_CREDENTIAL_KEYS if not values.get(k)]
+    if missing:
+        raise StoreAccessDenied(f"{where}: {', '.join(missing)} missing")
+    key_id, secret = S3_CREDENTIAL_KEYS
+    return S3Credentials(access_key_id=values[key_id], secret_access_key=values[secret])
 
 
 # None: no credentials configured, the store's client looks in its own environment (IAM roles,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from actors.errors import StoreAccessDenied
 from actors.model import GcsStore, S3Store, StoreSpec
-from actors.store_port import GcsCredentials, S3Credentials, StoreCredentials
+from actors.store_port import S3_CREDENTIAL_KEYS, GcsCredentials, StoreCredentials, s3_credentials_from
 
-S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+S3_KEYS = S3_CREDENTIAL_KEYS
 
 
 def local_credentials(spec: StoreSpec, manifest_dir: Path, environ: Mapping[str, str]) -> StoreCredentials:
@@ -35,22 +35,15 @@ def _s3(store: S3Store, manifest_dir: Path, environ: Mapping[str, str]) -> Store
     secret = store.credentials_secret
     if secret and (manifest_dir / secret).is_file():
         path = manifest_dir / secret
-        return _s3_from(parse_key_values(path.read_text()), f"{store.describe()}: {path}")
+        return s3_credentials_from(parse_key_values(path.read_text()), f"{store.describe()}: {path}")
     if all(environ.get(k) for k in S3_KEYS):
-        return _s3_from(environ, "the environment")
+        return s3_credentials_from(environ, "the environment")
     if secret:
         raise StoreAccessDenied(
             f"{store.describe()}: credentialsSecret {secret!r}: no file {manifest_dir / secret} "
             f"and no {' / '.join(S3_KEYS)} in the environment"
         )
     return None
-
-
-def _s3_from(values: Mapping[str, str], where: str) -> S3Credentials:
-    missing = [k for k in S3_KEYS if not values.get(k)]
-    if missing:
-        raise StoreAccessDenied(f"{where}: {', '.join(missing)} missing")
-    return S3Credentials(access_key_id=values[S3_KEYS[0]], secret_access_key=values[S3_KEYS[1]])
 
 
 def _gcs(store: GcsStore, manifest_dir: Path, environ: Mapping[str, str]) -> StoreCredentials:

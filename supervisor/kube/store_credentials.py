@@ -1,0 +1,46 @@
+"""Credentials of an object store on Kubernetes: the Secret its `credentialsSecret` names.
+
+Read from the cluster's namespace at each use (a rotated key is picked up by the next backup);
+only that Secret is read, so the operator's RBAC can be limited to the Secrets it is pointed at.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from actors.errors import StoreAccessDenied
+from actors.model import GcsStore, S3Store, StoreSpec
+from actors.store_port import GCS_CREDENTIAL_KEY, GcsCredentials, StoreCredentials, s3_credentials_from
+from supervisor.kube.client import KubeClient, KubeError
+
+
+async def secret_credentials(client: KubeClient, namespace: str, spec: StoreSpec) -> StoreCredentials:
+    """The credentials for `spec` from its Secret; None when it names none (local, or ambient IAM).
+
+    StoreAccessDenied when the Secret is missing, unreadable (RBAC) or lacks a key; an API server
+    that does not answer stays a KubeUnavailable (it says nothing about the store).
+    """
+    store = spec.chosen
+    if not isinstance(store, S3Store | GcsStore) or not store.credentials_secret:
+        return None
+    where = f"{store.describe()}: credentialsSecret {namespace}/{store.credentials_secret}"
+    values = await _secret_data(client, namespace, store.credentials_secret, where)
+    if isinstance(store, S3Store):
+        return s3_credentials_from(values, where)
+    if not values.get(GCS_CREDENTIAL_KEY):
+        raise StoreAccessDenied(f"{where}: {GCS_CREDENTIAL_KEY} missing")
+    return GcsCredentials(values[GCS_CREDENTIAL_KEY])
+
+
+async def _secret_data(client: KubeClient, namespace: str, name: str, where: str) -> dict[str, str]:
+    try:
+        secret = await client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    except KubeError as exc:
+        if exc.status in (401, 403, 404):
+            raise StoreAccessDenied(f"{where}: {exc}") from exc
+        raise
+    try:
+        return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise StoreAccessDenied(f"{where}: a value is not base64 text: {exc}") from exc

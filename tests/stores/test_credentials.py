@@ -1,0 +1,104 @@
+"""Where a store's credentials come from: locally a file next to the manifest or the environment;
+on Kubernetes the Secret the store names (against a real kube-apiserver)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from actors.errors import StoreAccessDenied
+from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
+from actors.store_port import GcsCredentials, S3Credentials
+from supervisor.aio import open_asyncio_loop
+from supervisor.kube.client import open_kube_client
+from supervisor.kube.store_credentials import secret_credentials
+from supervisor.stores import local_credentials, open_store
+from tests.harness.kube import KubeAPIServer, open_kube_apiserver
+from tests.harness.objstore import S3Server
+
+ENV = {"AWS_ACCESS_KEY_ID": "env-id", "AWS_SECRET_ACCESS_KEY": "env-secret"}
+
+
+def s3(secret: str | None = "s3-creds", endpoint: str | None = None, bucket: str = "b") -> StoreSpec:
+    return StoreSpec(s3=S3Store(bucket=bucket, endpoint=endpoint, credentials_secret=secret))
+
+
+def gcs(secret: str | None = "gcs-creds") -> StoreSpec:
+    return StoreSpec(gcs=GcsStore(bucket="b", credentials_secret=secret))
+
+
+def test_a_file_named_like_the_secret_wins_over_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "s3-creds").write_text(
+        "# for backups\nexport AWS_ACCESS_KEY_ID=file-id\nAWS_SECRET_ACCESS_KEY='s'\n"
+    )
+    assert local_credentials(s3(), tmp_path, ENV) == S3Credentials("file-id", "s")
+    assert local_credentials(s3(secret="other"), tmp_path, ENV) == S3Credentials("env-id", "env-secret")
+    assert local_credentials(s3(secret=None), tmp_path, {}) is None  # the client's own lookup
+    assert local_credentials(StoreSpec(local=LocalStore("/x")), tmp_path, ENV) is None
+
+
+def test_a_named_secret_found_nowhere_or_incomplete_is_access_denied(tmp_path: Path) -> None:
+    with pytest.raises(StoreAccessDenied, match=f"credentialsSecret 's3-creds': no file {tmp_path}/s3-creds"):
+        local_credentials(s3(), tmp_path, {})
+    (tmp_path / "s3-creds").write_text("AWS_ACCESS_KEY_ID=id\n")
+    with pytest.raises(StoreAccessDenied, match="s3-creds: AWS_SECRET_ACCESS_KEY missing"):
+        local_credentials(s3(), tmp_path, ENV)
+
+
+def test_gcs_key_from_a_json_file_or_google_application_credentials(tmp_path: Path) -> None:
+    (tmp_path / "gcs-creds.json").write_text('{"type": "service_account"}')
+    assert local_credentials(gcs(), tmp_path, {}) == GcsCredentials('{"type": "service_account"}')
+    (tmp_path / "adc.json").write_text("{}")
+    environ = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "adc.json")}
+    assert local_credentials(gcs(secret=None), tmp_path, environ) == GcsCredentials("{}")
+    with pytest.raises(StoreAccessDenied, match=r"gcs-other\.json"):
+        local_credentials(gcs(secret="gcs-other"), tmp_path, {})
+
+
+async def test_file_credentials_work_against_a_server_that_checks_them(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    bucket = s3_server.create_bucket("file-creds")
+    spec = s3(endpoint=s3_server.endpoint, bucket=bucket)
+    (tmp_path / "s3-creds").write_text(
+        f"AWS_ACCESS_KEY_ID={s3_server.access_key_id}\nAWS_SECRET_ACCESS_KEY={s3_server.secret_access_key}\n"
+    )
+    store = open_store(spec, credentials=local_credentials(spec, tmp_path, {}))
+    assert (await store.put_bytes("k", b"v")).size == 1
+    (tmp_path / "s3-creds").write_text(
+        f"AWS_ACCESS_KEY_ID={s3_server.access_key_id}\nAWS_SECRET_ACCESS_KEY=old\n"
+    )
+    stale = open_store(spec, credentials=local_credentials(spec, tmp_path, {}))
+    with pytest.raises(StoreAccessDenied):
+        await stale.get_bytes("k")
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
+    with open_kube_apiserver(tmp_path_factory.mktemp("kube-apiserver")) as server:
+        yield server
+
+
+async def test_kubernetes_reads_the_named_secret_in_the_cluster_namespace(kube: KubeAPIServer) -> None:
+    ns = kube.create_namespace("store-creds")
+    secrets = {
+        "s3-creds": {"AWS_ACCESS_KEY_ID": "kid", "AWS_SECRET_ACCESS_KEY": "ksecret"},
+        "gcs-creds": {"service-account.json": json.dumps({"type": "service_account"})},
+        "half": {"AWS_ACCESS_KEY_ID": "kid"},
+    }
+    for name, data in secrets.items():
+        literals = [f"--from-literal={k}={v}" for k, v in data.items()]
+        kube.kubectl("-n", ns, "create", "secret", "generic", name, *literals)
+    async with open_asyncio_loop(), open_kube_client(str(kube.kubeconfig)) as client:
+        assert await secret_credentials(client, ns, s3()) == S3Credentials("kid", "ksecret")
+        assert await secret_credentials(client, ns, gcs()) == GcsCredentials('{"type": "service_account"}')
+        assert await secret_credentials(client, ns, s3(secret=None)) is None
+        with pytest.raises(
+            StoreAccessDenied, match=f"credentialsSecret {ns}/half: AWS_SECRET_ACCESS_KEY missing"
+        ):
+            await secret_credentials(client, ns, s3(secret="half"))
+        with pytest.raises(StoreAccessDenied, match=f"credentialsSecret {ns}/absent: 404"):
+            await secret_credentials(client, ns, s3(secret="absent"))
