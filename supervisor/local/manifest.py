@@ -3,19 +3,20 @@
 Polling, not inotify: it is portable, survives editors that replace the file by rename, and a
 half-second delay is nothing next to etcd's own membership changes. Parsing is actors.codec's job;
 this module only says "here is the file's text now".
+
+A content is sent only once two reads a poll apart found it: a read that lands inside an
+editor's save (truncated, or cut mid-line) is never acted on, even when what it caught happens
+to be valid (a cluster name cut short, a spec cut before its size).
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from pathlib import Path
 
 import trio
-from attrs import frozen
-
-log = logging.getLogger(__name__)
+from attrs import define, frozen
 
 # Even when mtime and size look unchanged, re-read now and then: two writes within one mtime
 # tick and the same length would otherwise go unnoticed.
@@ -29,13 +30,34 @@ class Unreadable:
     reason: str
 
 
+@define
+class Settling:
+    """Which reads to pass on: a content seen by two reads in a row, if not the one passed on last."""
+
+    _sent: bytes | None = None
+    _seen: bytes | None = None
+
+    def offer(self, digest: bytes) -> bool:
+        seen, self._seen = self._seen, digest
+        if digest == self._sent or digest != seen:
+            return False
+        self._sent = digest
+        return True
+
+    @property
+    def unsettled(self) -> bool:
+        """The last read found something new: read again at the next poll, changed or not."""
+        return self._seen != self._sent
+
+
 async def watch_manifest(
     path: Path | str,
     send_channel: trio.MemorySendChannel[str | Unreadable],
     *,
     poll_interval: float = 0.5,
 ) -> None:
-    """Send the file's text at start and after every change of its content, forever.
+    """Send the file's text at start and after every change of its content (each once two reads
+    a poll apart agree on it), forever.
 
     A missing, unreadable or non-UTF-8 file is sent as Unreadable (once, until it or the reason
     changes): the daemon keeps its clusters as they are rather than tearing them down because
@@ -43,7 +65,7 @@ async def watch_manifest(
     """
     path = Path(path)
     last_stat: tuple[int, int, int] | None = None
-    last_sent: bytes | None = None  # sha256 of the text sent, or of the reason it could not be read
+    settling = Settling()  # of sha256 digests: of the text, or of why it could not be read
     polls = 0
     async with send_channel:
         while True:
@@ -53,11 +75,11 @@ async def watch_manifest(
             except OSError:
                 stat_key = None
             polls += 1
-            if stat_key is None or stat_key != last_stat or polls % REHASH_EVERY_POLLS == 0:
+            changed = stat_key is None or stat_key != last_stat or settling.unsettled
+            if changed or polls % REHASH_EVERY_POLLS == 0:
                 last_stat = stat_key
                 text, digest = await _read(path)
-                if digest != last_sent:
-                    last_sent = digest
+                if settling.offer(digest):
                     await send_channel.send(text)
             await trio.sleep(poll_interval)
 
@@ -73,12 +95,12 @@ async def _read(path: Path) -> tuple[str | Unreadable, bytes]:
         raw = await trio.Path(path).read_bytes()
         text = raw.decode("utf-8")
     except OSError as exc:
-        return _unreadable(path, str(exc.strerror or exc))
+        return _unreadable(str(exc.strerror or exc))
     except UnicodeDecodeError as exc:
-        return _unreadable(path, f"not UTF-8 text (byte {exc.start} is {raw[exc.start : exc.start + 1]!r})")
+        return _unreadable(f"not UTF-8 text (byte {exc.start} is {raw[exc.start : exc.start + 1]!r})")
     return text, hashlib.sha256(raw).digest()
 
 
-def _unreadable(path: Path, reason: str) -> tuple[Unreadable, bytes]:
-    log.warning("cannot read %s: %s", path, reason, extra={"event": "manifest"})
+def _unreadable(reason: str) -> tuple[Unreadable, bytes]:
+    # Not logged here: a missing file is read at every poll; the daemon logs what it is sent.
     return Unreadable(reason), hashlib.sha256(reason.encode()).digest()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from supervisor.local.manifest import Unreadable, read_manifest, watch_manifest
+from supervisor.local.manifest import Settling, Unreadable, read_manifest, watch_manifest
 
 POLL = 0.02
 
@@ -68,3 +68,16 @@ async def test_a_missing_file_at_start_is_an_error_value_then_its_text(tmp_path:
         path.write_text("kind: EtcdCluster\n")
         assert await next_text(receive) == "kind: EtcdCluster\n"
         nursery.cancel_scope.cancel()
+
+
+def test_a_content_is_passed_on_once_two_reads_in_a_row_agree() -> None:
+    settling = Settling()
+    assert not settling.offer(b"A") and settling.unsettled  # first sight: read again next poll
+    assert settling.offer(b"A") and not settling.unsettled  # the same again: sent
+    assert not settling.offer(b"A")  # already sent
+    assert not settling.offer(b"cut")  # an editor's save caught midway...
+    assert not settling.offer(b"B")  # ...is never sent: the next read differs
+    assert settling.offer(b"B")
+    assert (
+        not settling.offer(b"cut") and not settling.offer(b"B") and not settling.unsettled
+    )  # back: nothing new
