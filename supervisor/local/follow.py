@@ -25,7 +25,7 @@ from actors.model import ClusterRef, ClusterStatus, Condition
 from actors.ports import EventSink, StatusSink
 from supervisor.local.clusters_file import FileProblem, Manifest, Removals, read_clusters
 from supervisor.local.env import as_typed
-from supervisor.local.manifest import Unreadable, read_manifest
+from supervisor.local.manifest import Unreadable, read_settled
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,10 @@ class ManifestFollower:
                 except trio.EndOfChannel:
                     return
             if timer.cancelled_caught:
-                read = await read_manifest(self._file)  # the second look, from the disk itself
+                settled = await read_settled(self._file)  # the second look, from the disk itself
+                if settled is None:
+                    continue  # being written: look again, or take what the watch sends
+                read = settled
             await self.apply(read)
 
     async def apply(self, read: str | Unreadable) -> None:

@@ -21,6 +21,7 @@ from attrs import define, frozen
 # Even when mtime and size look unchanged, re-read now and then: two writes within one mtime
 # tick and the same length would otherwise go unnoticed.
 REHASH_EVERY_POLLS = 10
+POLL_INTERVAL = 0.5
 
 
 @frozen
@@ -54,7 +55,7 @@ async def watch_manifest(
     path: Path | str,
     send_channel: trio.MemorySendChannel[str | Unreadable],
     *,
-    poll_interval: float = 0.5,
+    poll_interval: float = POLL_INTERVAL,
 ) -> None:
     """Send the file's text at start and after every change of its content (each once two reads
     a poll apart agree on it), forever.
@@ -84,10 +85,13 @@ async def watch_manifest(
             await trio.sleep(poll_interval)
 
 
-async def read_manifest(path: Path) -> str | Unreadable:
-    """The file's text now, for a read outside the watch (a confirming second look)."""
-    text, _ = await _read(path)
-    return text
+async def read_settled(path: Path, *, interval: float = POLL_INTERVAL) -> str | Unreadable | None:
+    """The file's text, for a look outside the watch (a confirming second read), held to the
+    watch's rule: two reads `interval` apart must agree, else None (it is being written)."""
+    first, _ = await _read(path)
+    await trio.sleep(interval)
+    second, _ = await _read(path)
+    return second if second == first else None
 
 
 async def _read(path: Path) -> tuple[str | Unreadable, bytes]:

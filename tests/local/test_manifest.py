@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from supervisor.local.manifest import Settling, Unreadable, read_manifest, watch_manifest
+from supervisor.local.manifest import Settling, Unreadable, read_settled, watch_manifest
 
 POLL = 0.02
 
@@ -53,7 +53,7 @@ async def test_sends_the_text_at_start_and_on_every_change(tmp_path: Path) -> No
         with trio.move_on_after(10 * POLL):
             await receive.receive()
             raise AssertionError("the same reason was sent twice")
-        assert await read_manifest(path) == Unreadable("not UTF-8 text (byte 0 is b'\\xff')")
+        assert await read_settled(path, interval=POLL) == Unreadable("not UTF-8 text (byte 0 is b'\\xff')")
         path.write_text("size: 7\n")
         assert await next_text(receive) == "size: 7\n"
         nursery.cancel_scope.cancel()
@@ -81,3 +81,17 @@ def test_a_content_is_passed_on_once_two_reads_in_a_row_agree() -> None:
     assert (
         not settling.offer(b"cut") and not settling.offer(b"B") and not settling.unsettled
     )  # back: nothing new
+
+
+async def test_a_second_look_is_none_while_the_file_changes_under_it(tmp_path: Path) -> None:
+    path = tmp_path / "clusters.yaml"
+    path.write_text("size: 1\n")
+    assert await read_settled(path, interval=POLL) == "size: 1\n"
+
+    async def truncate_midway() -> None:
+        await trio.sleep(POLL / 2)
+        await trio.Path(path).write_text("")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(truncate_midway)
+        assert await read_settled(path, interval=POLL) is None
