@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="`local env NAMESPACE/NAME` prints shell exports for etcdctl instead:"
         ' eval "$(etcd-supervisor local env default/demo --state-dir .state)"',
     )
-    local.add_argument("file", help="YAML file with one or more EtcdCluster documents (or: env)")
+    local.add_argument("file", metavar="FILE", help="YAML file with EtcdCluster documents (or: env)")
     # Only with `env`: a second positional keeps `local FILE` as it always was.
     local.add_argument("cluster", nargs="?", metavar="NAMESPACE/NAME", help="with env: the cluster")
     local.add_argument("--state-dir", default=".state", help="where member data and status.json live")
