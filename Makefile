@@ -126,10 +126,14 @@ test-e2e:
 # --- the e2e tier's built-in one-node Kubernetes (tests/harness/node.py) ---------------------
 # Debian's containerd, runc, CNI plugins and busybox-static, and kubelet, controller-manager,
 # scheduler, kube-proxy and CoreDNS built once into ~/.cache (tests/envtest/build-node.sh).
+# `make test` runs the e2e tier too (tests/e2e): its set-up builds the node; a node that cannot
+# be built (no root, no apt) makes those tests skip, or fail under CI=true.
 .PHONY: node test-e2e-node
+setup: node
 node:
-	@tests/envtest/build-node.sh >/dev/null
+	@tests/envtest/build-node.sh >/dev/null \
+	  || echo "the e2e node could not be built; its tests will skip (fail under CI=true)"
 
-# The e2e tier against the built-in node (E2E_KUBECONFIG=<file> runs it against that cluster).
+# The e2e tier alone (E2E_KUBECONFIG=<file> runs it against that cluster instead).
 test-e2e-node: install envtest node
-	E2E_NODE=1 $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
+	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)

@@ -2,11 +2,13 @@
 
 ``E2E_KUBECONFIG`` names an existing cluster (kind, say: images must already be there, see
 ``E2E_ETCD_VERSION``); without it the built-in one-node cluster (tests/harness/node.py) starts
-once for the session and is torn down afterwards, leaving nothing behind.
+once for these tests and is torn down afterwards, leaving nothing behind. It needs root and the
+node's components (``make node``): missing, the tests skip, or fail under CI=true.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import uuid
@@ -20,14 +22,9 @@ import yaml
 
 from actors.model import DEFAULT_VERSION
 from tests.harness import images
-from tests.harness.components import missing, require
+from tests.harness.components import MissingComponent, missing, require
 from tests.harness.kube import kubectl
 from tests.harness.node import ROOT, Node, open_node
-
-# Not part of a plain `pytest` / `make test` run yet: `make test-e2e-node` (E2E_NODE=1) or an
-# external cluster (E2E_KUBECONFIG) asks for it.
-if not (os.environ.get("E2E_NODE") == "1" or os.environ.get("E2E_KUBECONFIG")):
-    collect_ignore_glob = ["test_*.py"]
 
 
 @attrs.define
@@ -70,7 +67,9 @@ class Cluster:
         return self.node.cluster_dns_command(cmd)
 
 
-@pytest.fixture(scope="session")
+# Package scope: the node stops once the e2e tests are done, not at the end of the whole run,
+# so it costs the rest of a `make test` nothing.
+@pytest.fixture(scope="package")
 def e2e_cluster() -> Iterator[Cluster]:
     external = os.environ.get("E2E_KUBECONFIG")
     if external:
@@ -78,7 +77,11 @@ def e2e_cluster() -> Iterator[Cluster]:
         return
     if os.geteuid() != 0:
         missing("the built-in node needs root (or set E2E_KUBECONFIG to an existing cluster)")
-    with open_node() as node:
+    with contextlib.ExitStack() as stack:
+        try:
+            node = stack.enter_context(open_node())
+        except MissingComponent as exc:
+            missing(str(exc))
         print(f"\nbuilt-in node started in {node.start_seconds:.1f}s")
         archive, version = require("etcd image", lambda: images.etcd_archive(ROOT / "images"))
         node.import_image(archive)

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,14 @@ def operator_kubeconfig(cluster: Cluster, work: Path) -> Path:
     return path
 
 
+def _http_ok(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -167,8 +176,13 @@ def _free_port() -> int:
 @pytest.fixture
 def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterator[Path]:
     """The operator watching this test's namespace; yields its log file."""
-    kubeconfig = operator_kubeconfig(e2e_cluster, tmp_path)
+    # Under the node's root on the built-in node: its path on the command line lets the node's
+    # cleanup find this process after a crashed run.
+    work = ROOT / "operator" if e2e_cluster.node else tmp_path
+    work.mkdir(exist_ok=True)
+    kubeconfig = operator_kubeconfig(e2e_cluster, work)
     cli = Path(sys.executable).parent / "etcd-supervisor"
+    health = _free_port()
     cmd = e2e_cluster.host_dns_command(
         [
             cli,
@@ -180,7 +194,7 @@ def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterat
             "--namespace",
             e2e_namespace,
             "--health-port",
-            str(_free_port()),
+            str(health),
         ]
     )
     # On the built-in node, beside the node's own logs (kept in node.LOGS after the session).
@@ -188,6 +202,9 @@ def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterat
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # Ready (leader, watches synced) before the test's clock starts: a daemon that runs
+        # already, as in a real cluster, not its start-up, is what the timings compare.
+        wait_for("the operator's /readyz", lambda: proc.poll() is None and _http_ok(health), 60)
         yield log
     finally:
         proc.terminate()

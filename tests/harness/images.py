@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import tomllib
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -135,10 +136,12 @@ def etcd_archive(out_dir: Path, bin_dir: Path | None = None) -> tuple[Path, str]
     ), version
 
 
-def _runtime_distributions(name: str) -> list[metadata.Distribution]:
-    """``name``'s installed distribution and every non-extra requirement, transitively."""
+def _runtime_distributions(pyproject: Path) -> list[metadata.Distribution]:
+    """The installed distributions of pyproject's dependencies (what ``pip install .`` in
+    deploy/Dockerfile pulls in), transitively; extras left out."""
+    roots = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
     seen: dict[str, metadata.Distribution] = {}
-    todo = [name]
+    todo = list(roots)
     while todo:
         req = todo.pop()
         key = re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0].lower().replace("_", "-")
@@ -147,7 +150,9 @@ def _runtime_distributions(name: str) -> list[metadata.Distribution]:
         try:
             dist = metadata.distribution(key)
         except metadata.PackageNotFoundError:
-            continue
+            if req in roots:
+                raise MissingComponent(f"{key} not installed: no operator image (make install)") from None
+            continue  # a dependency only some platforms or Python versions need
         seen[key] = dist
         todo += [r for r in dist.requires or [] if "extra ==" not in r]
     return list(seen.values())
@@ -160,8 +165,10 @@ def _shared_libraries(binaries: list[Path]) -> dict[str, Path]:
         proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
         for line in proc.stdout.splitlines():
             found = re.search(r"(?:=> )?(/\S+) \(0x", line)
-            if found and not found.group(1).startswith(("/opt/python", str(sys.base_prefix))):
-                out[found.group(1)] = Path(found.group(1)).resolve()
+            path = os.path.normpath(found.group(1)) if found else ""
+            # The interpreter's own and the wheels' bundled libraries are in the layer already.
+            if path and not path.startswith(("/opt/python", sys.base_prefix, sys.prefix)):
+                out[path] = Path(path).resolve()
     return out
 
 
@@ -188,9 +195,8 @@ def operator_archive(out_dir: Path) -> Path:
             runtime[f"/opt/python/lib/{ver}/{rel}"] = path
     for lib in (prefix / "lib").glob("libpython*.so*"):
         runtime[f"/opt/python/lib/{lib.name}"] = lib.resolve()
-    for dist in _runtime_distributions("etcd-supervisor"):
-        if dist.metadata["Name"] == "etcd-supervisor":
-            continue  # the project is the next layer
+    repo = Path(__file__).resolve().parents[2]
+    for dist in _runtime_distributions(repo / "pyproject.toml"):
         for f in dist.files or []:
             if ".." not in f.parts and "__pycache__" not in f.parts:
                 runtime[f"{site}/{f}"] = Path(str(dist.locate_file(f)))
@@ -212,7 +218,6 @@ def operator_archive(out_dir: Path) -> Path:
     group.write_text("root:x:0:\nsupervisor:x:65532:\n")
     runtime.update({"/etc/passwd": passwd, "/etc/group": group})
     project: dict[str, Path | str] = {"/usr/local/bin/etcd-supervisor": entry}
-    repo = Path(__file__).resolve().parents[2]
     for package in ("supervisor", "actors", "proto"):
         for path in (repo / package).rglob("*.py"):
             if "__pycache__" not in path.parts:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -49,10 +50,8 @@ from tests.harness.components import MissingComponent, require
 from tests.harness.kube import (
     REPO,
     KubeAPIServer,
-    StartupError,
     _free_port,
     _spawn,
-    _tail,
     _terminate,
     require_binaries,
 )
@@ -61,6 +60,7 @@ BUILD_SCRIPT = REPO / "tests" / "envtest" / "build-node.sh"
 ROOT = Path("/tmp/etcd-supervisor-e2e")
 # The in-tree hostPath provisioner always provisions here (and deletes only under /tmp).
 HOSTPATH_PV_DIR = Path("/tmp/hostpath_pv")
+LOCK = Path("/tmp/etcd-supervisor-e2e.lock")
 LOGS = Path("/tmp/etcd-supervisor-e2e-logs")  # the last node's logs, kept after cleanup
 NODE_NAME = "e2e-node"
 BRIDGE = "e2ebr0"
@@ -174,6 +174,10 @@ def cleanup() -> None:
     for d in (Path("/run/containerd/s"), Path("/run/containerd")):
         with contextlib.suppress(OSError):
             d.rmdir()
+    # A pod's host-side veth normally dies with its namespace; one whose namespace lingers
+    # (the kernel frees them lazily after a crash) is cut loose here.
+    for line in _run("ip", "-o", "link", "show", "master", BRIDGE).stdout.splitlines():
+        _run("ip", "link", "delete", line.split(":")[1].strip().split("@")[0])
     _run("ip", "link", "delete", BRIDGE)
     _run("ip", "route", "delete", SERVICE_CIDR, "dev", BRIDGE)
     while _run("iptables", "-D", *FORWARD_RULE).returncode == 0:
@@ -230,6 +234,11 @@ def leftovers() -> list[str]:
     out += [f"cgroup {d}" for d in _cgroup_dirs()]
     if _run("ip", "link", "show", BRIDGE).returncode == 0:
         out.append(f"bridge {BRIDGE}")
+    out += [
+        f"link {line.split(':')[1].strip()}"
+        for line in _run("ip", "-o", "link").stdout.splitlines()
+        if ": veth" in line
+    ]
     if Path("/run/netns").is_dir():
         out += [f"netns {p.name}" for p in Path("/run/netns").glob("cni-*")]
     if any(
@@ -497,7 +506,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 f"--cert-dir={k / 'pki'}",
                 f"--hostname-override={NODE_NAME}",
                 f"--node-ip={GATEWAY}",
-                "--v=1",
+                "--v=2",
             ],
         )
 
@@ -614,28 +623,44 @@ volumeBindingMode: Immediate
 
 
 @contextlib.contextmanager
+def _node_lock(timeout: float = 1200.0) -> Iterator[None]:
+    """One node per machine (fixed paths, bridge, DNS address): a second test run waits here
+    until the first one's node is gone. The kernel drops the lock if its holder dies."""
+    with LOCK.open("w") as f:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise MissingComponent(f"another test run held the e2e node for {timeout:.0f}s") from None
+                time.sleep(1)
+        yield
+
+
+@contextlib.contextmanager
 def open_node() -> Iterator[Node]:
     """A started node; stopped and cleaned up on exit, whatever happened."""
     bin_dir = require_node_binaries()
     binaries = require_binaries()
-    cleanup()
-    ROOT.mkdir(parents=True)
-    node = Node(bin_dir=bin_dir, api=NodeAPIServer(binaries=binaries, work_dir=ROOT / "kube-apiserver"))
-    node.api.work_dir.mkdir(parents=True)
-
-    def stop() -> None:
-        node.stop()
+    with _node_lock():
         cleanup()
+        ROOT.mkdir(parents=True)
+        node = Node(bin_dir=bin_dir, api=NodeAPIServer(binaries=binaries, work_dir=ROOT / "kube-apiserver"))
+        node.api.work_dir.mkdir(parents=True)
 
-    atexit.register(stop)
-    try:
-        node.start()
-        yield node
-    except StartupError:
-        raise
-    finally:
-        stop()
-        atexit.unregister(stop)
+        def stop() -> None:
+            node.stop()
+            cleanup()
+
+        atexit.register(stop)
+        try:
+            node.start()
+            yield node
+        finally:
+            stop()
+            atexit.unregister(stop)
 
 
-__all__ = ["Node", "_tail", "cleanup", "leftovers", "open_node", "require_node_binaries"]
+__all__ = ["Node", "cleanup", "leftovers", "open_node", "require_node_binaries"]
