@@ -58,14 +58,25 @@ class ObstoreStore:
             return await self.put_bytes(key, b"".join(head.chunks))
         digest = hashlib.sha256()
         sizes = [0]
+        source_failed: list[BaseException] = []
 
         def hashed() -> Iterator[bytes]:
-            for chunk in pull_from_trio(head.chunks, source):
-                digest.update(chunk)
-                sizes[0] += len(chunk)
-                yield chunk
+            try:
+                for chunk in pull_from_trio(head.chunks, source):
+                    digest.update(chunk)
+                    sizes[0] += len(chunk)
+                    yield chunk
+            except BaseException as exc:
+                source_failed.append(exc)
+                raise
 
-        await self._call("put", key, self._put, key, hashed(), True)
+        try:
+            await self._call("put", key, self._put, key, hashed(), True)
+        except StoreError:
+            if source_failed:
+                # obstore reports its input's failure as its own: the snapshot's error is the news.
+                raise source_failed[0] from None
+            raise
         return StoredObject(key=key, size=sizes[0], sha256=digest.hexdigest())
 
     async def put_bytes(self, key: str, data: bytes) -> StoredObject:

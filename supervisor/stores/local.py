@@ -100,7 +100,7 @@ class LocalDirectoryStore:
             return StoreFull(f"{what} (no space left)")
         if exc.errno in _DENIED:
             return StoreAccessDenied(what)
-        if exc.errno == errno.ENOENT:
+        if exc.errno in (errno.ENOENT, errno.EISDIR, errno.ENOTDIR):
             return StoreNotFound(f"{what} (no such object)")
         return StoreError(what)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -73,3 +73,22 @@ async def test_the_store_prefix_keeps_stores_apart(make_store: Callable[..., Obj
 async def test_keys_are_relative_paths(make_store: Callable[..., ObjectStore], key: str) -> None:
     with pytest.raises(ValueError, match="relative object key"):
         await make_store().put_bytes(key, b"x")
+
+
+class SourceBroke(Exception):
+    pass
+
+
+async def failing_after(size: int) -> AsyncIterator[bytes]:
+    async for chunk in chunks(size):
+        yield chunk
+    raise SourceBroke("the snapshot stream ended early")
+
+
+async def test_a_source_that_fails_midway_leaves_no_object(make_store: Callable[..., ObjectStore]) -> None:
+    store = make_store()
+    with pytest.raises(SourceBroke):
+        await store.put_stream("etcd/demo/half.db", failing_after(BIG))
+    assert await store.list("") == []
+    with pytest.raises(StoreNotFound):
+        await store.get_bytes("etcd/demo/half.db")
