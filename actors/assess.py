@@ -7,7 +7,8 @@ the Kubernetes convention for a condition's lastTransitionTime.
 from __future__ import annotations
 
 from actors.actions import Action, Step, Wait
-from actors.model import ClusterSpec, ClusterStatus, Condition, MemberStatus, Phase, Role
+from actors.backup.health import BackupReport, backup_condition
+from actors.model import BackupStatus, ClusterSpec, ClusterStatus, Condition, MemberStatus, Phase, Role
 from actors.observed import Observed
 
 
@@ -21,18 +22,21 @@ def assess(
     now: float,
     previous_conditions: tuple[Condition, ...] = (),
     problem: str | None = None,
+    backup: BackupReport | None = None,
+    wall_clock: float | None = None,
 ) -> ClusterStatus:
     """The status for `observed`, given the phase shown before and the next step.
 
     `problem` is what was wrong with the user's latest edit: the cluster keeps its last good
-    spec and says so instead of its usual message.
+    spec and says so instead of its usual message. `backup` is what the backup actor reported,
+    for clusters with spec.backup (judged against `wall_clock`, default `now`).
     """
     healthy_voters = observed.healthy_voters()
     quorum_ok = observed.has_quorum()
     phase = next_phase(previous, spec, observed, converged=step is None)
     message = step_message(step, healthy=len(healthy_voters), size=spec.size)
     statuses = member_statuses(observed)
-    conditions = (
+    conditions: tuple[Condition, ...] = (
         Condition(
             "Available",
             "True" if quorum_ok else "False",
@@ -47,6 +51,9 @@ def assess(
         ),
         _degraded(statuses, problem),
     )
+    if spec.backup is not None:
+        at = now if wall_clock is None else wall_clock
+        conditions += (backup_condition(spec.backup, backup, at),)
     if problem:
         message = f"latest spec rejected, still serving the previous one: {problem}"
     return ClusterStatus(
@@ -56,6 +63,7 @@ def assess(
         members=statuses,
         conditions=carry_transition_times(conditions, previous_conditions, now),
         message=message,
+        backup=(backup.status if backup else BackupStatus()) if spec.backup is not None else None,
     )
 
 

@@ -25,6 +25,7 @@ from attrs import frozen
 
 from actors.actions import Action, ActionContext, Step
 from actors.assess import assess
+from actors.backup.health import BackupReport
 from actors.errors import EtcdError
 from actors.holdoff import HoldOff
 from actors.member import MemberActor, MemberProbed, Probe
@@ -73,6 +74,16 @@ class Desired:
     problem: str | None = None  # an invalid edit keeps the last good spec, reported here
 
 
+class ServiceReports:
+    """What per-cluster children report for the cluster's status (the backup actor's outcome).
+
+    Written by the children, read by the cluster actor when it assesses; outlives both.
+    """
+
+    def __init__(self) -> None:
+        self.backup: BackupReport | None = None
+
+
 class ObservedFeed:
     """The latest `Observed` the cluster actor acted on, for per-cluster children to read.
 
@@ -119,6 +130,11 @@ class Tick:
 
 
 @frozen
+class ServicesReported:
+    """A per-cluster child changed what it reports: assess again (nothing to re-read)."""
+
+
+@frozen
 class RuntimeChanged:
     name: str
 
@@ -128,7 +144,7 @@ class GetStatus:
     reply: Reply[ClusterStatus | None]
 
 
-ClusterMessage = SpecChanged | LookAgain | Tick | RuntimeChanged | MemberProbed | GetStatus
+ClusterMessage = SpecChanged | LookAgain | Tick | RuntimeChanged | MemberProbed | ServicesReported | GetStatus
 
 
 def coalesce_key(msg: ClusterMessage) -> Hashable | None:
@@ -137,6 +153,8 @@ def coalesce_key(msg: ClusterMessage) -> Hashable | None:
             return "look-again"  # both mean the same: observe and decide afresh
         case Tick():
             return "tick"  # look again and probe every member
+        case ServicesReported():
+            return "services"
         case RuntimeChanged(name=name):
             return ("runtime", name)  # look again, and probe this member eagerly
         case MemberProbed(name=name):
@@ -207,6 +225,7 @@ class ClusterActor(Actor[ClusterMessage]):
         members: MemberActors,
         feed: ObservedFeed,
         planners: Sequence[Planner] = PLANNERS,
+        reports: ServiceReports | None = None,
     ) -> None:
         self.ref = ref
         self._desired = desired
@@ -215,6 +234,7 @@ class ClusterActor(Actor[ClusterMessage]):
         self._members = members
         self._feed = feed
         self._planners = planners
+        self._reports = reports or ServiceReports()
         self._health: dict[str, tuple[MemberHealth | None, float]] = {}
         self._runtime: tuple[RuntimeMember, ...] = ()
         self._membership: tuple[EtcdMember, ...] | None = None
@@ -243,6 +263,8 @@ class ClusterActor(Actor[ClusterMessage]):
                 self._members.probe(name, eager=True)  # started, ready or exited: ask it now
             case SpecChanged() | LookAgain():
                 self._stale = True
+            case ServicesReported():
+                pass  # assess again with what they reported; the world is as it was
         self._dirty = True
 
     def _fold_probe(self, name: str, health: MemberHealth | None) -> bool:
@@ -320,6 +342,7 @@ class ClusterActor(Actor[ClusterMessage]):
             now=time.time(),  # condition timestamps are for people: wall time, not trio's clock
             previous_conditions=previous.conditions if previous else (),
             problem=desired.problem,
+            backup=self._reports.backup,
         )
         if previous is not None and status.phase is not previous.phase:
             await self._ports.events.record(
@@ -418,6 +441,7 @@ class ClusterContext:
     timing: Timing
     feed: ObservedFeed
     handle: Handle[ClusterMessage]  # to nudge the cluster actor
+    reports: ServiceReports  # what the children report for the status
 
 
 # A per-cluster child beside the members and the cluster actor (backup schedule, defrag, ...).
@@ -440,16 +464,16 @@ def cluster_tree(
     forwarder, the cluster actor (which adds and removes member actors, so it comes after
     them) and its ticker. The mailbox and the feed outlive every incarnation of the actor.
     """
-    feed = ObservedFeed()
+    feed, reports = ObservedFeed(), ServiceReports()
     members = MemberActors(ref, ports, timing)
     actor_spec, handle = actor_child(
         "cluster",
-        lambda: ClusterActor(ref, desired, ports, timing, members, feed, planners),
+        lambda: ClusterActor(ref, desired, ports, timing, members, feed, planners, reports),
         mailbox_capacity=64,
         coalesce_key=coalesce_key,
         shutdown=timing.call_timeout,
     )
-    context = ClusterContext(ref, desired, ports, timing, feed, handle)
+    context = ClusterContext(ref, desired, ports, timing, feed, handle, reports)
     order: list[ChildSpec] = []
     if children:
         services = Supervisor(

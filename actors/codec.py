@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from attrs import frozen
 
+from actors.backup.schedule import valid_schedule
 from actors.model import (
     API_GROUP,
     API_VERSION,
@@ -28,6 +29,8 @@ from actors.model import (
     KIND,
     MAX_SIZE,
     MIN_SIZE,
+    BackupSpec,
+    BackupStatus,
     ClusterRef,
     ClusterResource,
     ClusterSpec,
@@ -39,6 +42,7 @@ from actors.model import (
     MemberStatus,
     ReclaimPolicy,
     ResourceSpec,
+    RetentionSpec,
     S3Store,
     StorageSpec,
     StoreSpec,
@@ -135,7 +139,17 @@ class _Reader:
         return out
 
 
-SPEC_FIELDS = {"size", "version", "repository", "storage", "security", "resources", "debug", "health"}
+SPEC_FIELDS = {
+    "size",
+    "version",
+    "repository",
+    "storage",
+    "security",
+    "resources",
+    "debug",
+    "health",
+    "backup",
+}
 
 
 def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> ClusterSpec:
@@ -192,6 +206,44 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
         ),
         debug_sidecar=r.boolean(debug, "networkSidecar", "spec.debug.networkSidecar", False),
         health=HealthSpec(unresponsive_after=_unresponsive_after(r, health)),
+        backup=parse_backup(spec, r),
+    )
+
+
+BACKUP_FIELDS = {"schedule", "deltaPeriod", "retention", "verify", "store"}
+
+
+def parse_backup(spec: Mapping[str, Any], r: _Reader) -> BackupSpec | None:
+    if spec.get("backup") is None:
+        return None
+    doc = r.mapping(spec, "backup", "spec.backup", BACKUP_FIELDS)
+    schedule = r.string(doc, "schedule", "spec.backup.schedule", None)
+    if schedule is not None and not valid_schedule(schedule):
+        r.fail(
+            "spec.backup.schedule",
+            f"must be a 5-field cron schedule in UTC such as '0 */6 * * *' (got {schedule!r})",
+        )
+    if doc.get("deltaPeriod") is not None:
+        r.fail("spec.backup.deltaPeriod", "incremental backups are not supported by this version yet")
+    retention = r.mapping(doc, "retention", "spec.backup.retention", {"keep", "maxAge"})
+    keep = retention.get("keep")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        r.fail("spec.backup.retention.keep", f"must be a whole number of at least 1 (got {keep!r})")
+        keep = None
+    max_age = r.string(retention, "maxAge", "spec.backup.retention.maxAge", None)
+    if max_age is not None and (not DURATION_PATTERN.match(max_age) or duration_seconds(max_age) <= 0):
+        r.fail("spec.backup.retention.maxAge", f"must be a duration such as 168h (got {max_age!r})")
+        max_age = None
+    store = None
+    if doc.get("store") is None:
+        r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs)")
+    else:
+        store = parse_store(doc.get("store"), "spec.backup.store", r)
+    return BackupSpec(
+        schedule=schedule,
+        retention=RetentionSpec(keep=keep, max_age=max_age),
+        verify=r.boolean(doc, "verify", "spec.backup.verify", True),
+        store=store,
     )
 
 
@@ -356,7 +408,7 @@ def parse_cluster_documents(text: str) -> list[ClusterResource | DocumentError]:
 
 
 def _condition_to_dict(c: Condition) -> dict[str, Any]:
-    stamp = datetime.fromtimestamp(c.last_transition_time, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = _rfc3339(c.last_transition_time)
     return {
         "type": c.type,
         "status": c.status,
@@ -403,7 +455,7 @@ def _member_to_dict(m: MemberStatus) -> dict[str, Any]:
 
 def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
     """ClusterStatus -> the EtcdCluster status object (camelCase, as the CRD declares it)."""
-    return {
+    out: dict[str, Any] = {
         "phase": status.phase.value,
         "readyReplicas": status.ready_replicas,
         "observedGeneration": status.observed_generation,
@@ -411,3 +463,26 @@ def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
         "conditions": [_condition_to_dict(c) for c in status.conditions],
         "message": status.message,
     }
+    if status.backup is not None:
+        out["backup"] = _backup_to_dict(status.backup)
+    return out
+
+
+def _backup_to_dict(backup: BackupStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {"consecutiveFailures": backup.consecutive_failures}
+    if backup.last_schedule_time is not None:
+        out["lastScheduleTime"] = _rfc3339(backup.last_schedule_time)
+    last = backup.last_successful_backup
+    if last is not None:
+        out["lastSuccessfulBackup"] = {
+            "key": last.key,
+            "revision": last.revision,
+            "sizeBytes": last.size_bytes,
+            "verified": last.verified,
+            "completionTime": _rfc3339(last.completion_time),
+        }
+    return out
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

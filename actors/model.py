@@ -141,6 +141,23 @@ class StoreSpec:
 
 
 @frozen
+class RetentionSpec:
+    """Both apply when both are set; the newest verified backup is never deleted."""
+
+    keep: int | None = None
+    max_age: str | None = None  # a Go duration, e.g. 168h
+
+
+@frozen
+class BackupSpec:
+    schedule: str | None = None  # 5-field cron, UTC; None: on-demand backups only
+    retention: RetentionSpec = field(factory=RetentionSpec)
+    # Restore each backup into a scratch member and compare HashKV before calling it verified.
+    verify: bool = True
+    store: StoreSpec | None = None
+
+
+@frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
 
@@ -153,6 +170,7 @@ class ClusterSpec:
     # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
     debug_sidecar: bool = False
     health: HealthSpec = field(factory=HealthSpec)
+    backup: BackupSpec | None = None
 
     @property
     def image_family(self) -> ImageFamily:
@@ -215,6 +233,22 @@ class MemberStatus:
 
 
 @frozen
+class LastBackup:
+    key: str
+    revision: int
+    size_bytes: int
+    verified: bool
+    completion_time: float  # unix seconds
+
+
+@frozen
+class BackupStatus:
+    last_schedule_time: float | None = None  # unix seconds of the last scheduled attempt
+    last_successful_backup: LastBackup | None = None
+    consecutive_failures: int = 0
+
+
+@frozen
 class ClusterStatus:
     phase: Phase = Phase.CREATING
     ready_replicas: int = 0
@@ -223,6 +257,7 @@ class ClusterStatus:
     conditions: tuple[Condition, ...] = ()
     # Why the phase is what it is, in a sentence (e.g. "quorum lost: 2 of 3 members down").
     message: str = ""
+    backup: BackupStatus | None = None  # only for clusters with spec.backup
 
 
 # --- what the member runtime reports ---------------------------------------------------------

@@ -7,11 +7,12 @@ Actor tests use small in-memory fakes of these, never of etcd itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from attrs import frozen
 
+from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import (
     ClusterRef,
     ClusterSpec,
@@ -104,6 +105,18 @@ class EtcdAdmin(Protocol):
 
     async def member_health(self, client_url: str) -> MemberHealth:
         """Status of exactly this member (never failed over to another one)."""
+        ...
+
+    async def revision(self, endpoints: Sequence[str]) -> int:
+        """The cluster's current store revision."""
+        ...
+
+    async def snapshot(self, endpoint: str, sink: Callable[[bytes], Awaitable[None]]) -> SnapshotTaken:
+        """Stream exactly this member's database into `sink`, etcd's trailing checksum checked."""
+        ...
+
+    async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
+        """HashKV of exactly this member at `revision` (EtcdError once it is compacted away)."""
         ...
 
     async def aclose(self) -> None:

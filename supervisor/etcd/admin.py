@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from actors import errors as domain
+from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import EtcdMember, MemberHealth
 from supervisor.etcd import errors as etcd
 from supervisor.etcd.client import EtcdClient
@@ -104,3 +105,17 @@ class EtcdAdminAdapter:
             db_size=s.db_size,
             errors=s.errors,
         )
+
+    async def revision(self, endpoints: Sequence[str]) -> int:
+        client = self._aimed(endpoints)
+        return await _translated(client.current_revision)
+
+    async def snapshot(self, endpoint: str, sink: Callable[[bytes], Awaitable[None]]) -> SnapshotTaken:
+        client = self._aimed([endpoint])
+        taken = await _translated(lambda: client.snapshot(sink, endpoint=endpoint))
+        return SnapshotTaken(taken.size, taken.sha256, taken.revision, taken.endpoint)
+
+    async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
+        client = self._aimed([endpoint])
+        found = await _translated(lambda: client.hash_kv(endpoint, revision))
+        return KvHash(found.hash, found.revision, found.compact_revision)

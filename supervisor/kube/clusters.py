@@ -11,12 +11,13 @@ from __future__ import annotations
 import base64
 import logging
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from actors.backup.records import KvHash, SnapshotTaken
 from actors.cluster import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
 from actors.errors import EtcdUnavailable
@@ -107,6 +108,15 @@ class SecretTlsAdmin:
 
     async def member_health(self, client_url: str) -> MemberHealth:
         return await (await self._admin()).member_health(client_url)
+
+    async def revision(self, endpoints: Sequence[str]) -> int:
+        return await (await self._admin()).revision(endpoints)
+
+    async def snapshot(self, endpoint: str, sink: Callable[[bytes], Awaitable[None]]) -> SnapshotTaken:
+        return await (await self._admin()).snapshot(endpoint, sink)
+
+    async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
+        return await (await self._admin()).kv_hash(endpoint, revision)
 
 
 def as_document(obj: Mapping[str, Any]) -> dict[str, Any]:

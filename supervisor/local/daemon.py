@@ -24,6 +24,7 @@ from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.local.backups import local_backups
 from supervisor.local.env import env_command
 from supervisor.local.follow import ManifestFollower
 from supervisor.local.manifest import Unreadable, watch_manifest
@@ -93,7 +94,12 @@ async def run_local(
     async with (
         open_asyncio_loop(),
         open_local_runtime(state_dir, leave_members_running=leave_members_running) as runtime,
-        open_fleet(local_ports(runtime, sinks, timing), name="etcd-supervisor", timing=timing) as fleet,
+        open_fleet(
+            local_ports(runtime, sinks, timing),
+            name="etcd-supervisor",
+            timing=timing,
+            children=[local_backups(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch")],
+        ) as fleet,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(cancel_on_signal, nursery.cancel_scope)

@@ -8,13 +8,13 @@ wiring (local_ports, open_fleet) with status files and a terminal board as its s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
-from actors.cluster import Timing
+from actors.cluster import ChildFactory, Timing
 from actors.fleet import Fleet, open_fleet
 from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase
 from actors.ports import ClusterPorts
@@ -36,11 +36,16 @@ class Recorder:
     async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
         self.statuses[cluster] = status
         self.history.append((cluster, status))
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        """Waits re-check their condition on every status and every event."""
         self.changed.set()
         self.changed = trio.Event()
 
     async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
         self.events.append((cluster, reason, message))
+        self._wake_waiters()
 
     def phases(self, cluster: ClusterRef) -> list[str]:
         """Published phases in order, repeats folded."""
@@ -83,7 +88,11 @@ def is_healthy(status: ClusterStatus, size: int) -> bool:
 
 @contextlib.asynccontextmanager
 async def open_local_supervisor(
-    state_dir: Path, *, timing: Timing, wrap: Callable[[ClusterPorts], ClusterPorts] | None = None
+    state_dir: Path,
+    *,
+    timing: Timing,
+    wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
+    children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (local_ports, open_fleet) with an in-memory recorder as the sinks."""
     recorder = Recorder()
@@ -94,6 +103,10 @@ async def open_local_supervisor(
             return wrap(ports(res)) if wrap else ports(res)
 
         async with open_fleet(
-            ports_for, name="test-root", timing=timing, intensity=Intensity(100, 10.0)
+            ports_for,
+            name="test-root",
+            timing=timing,
+            intensity=Intensity(100, 10.0),
+            children=children(runtime),
         ) as fleet:
             yield LocalSupervisor(fleet, runtime, recorder)

@@ -4,13 +4,13 @@ at test speed, and the clusters they run."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import attrs
 import trio
 
-from actors.cluster import Timing
+from actors.cluster import ChildFactory, Timing
 from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
 from actors.ports import ClusterPorts
@@ -60,7 +60,11 @@ class LocalSupervisor:
 
 @contextlib.asynccontextmanager
 async def open_local_supervisor(
-    state_dir: Path, *, timing: Timing = FAST, wrap: Callable[[ClusterPorts], ClusterPorts] | None = None
+    state_dir: Path,
+    *,
+    timing: Timing = FAST,
+    wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
+    children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
 ) -> AsyncIterator[LocalSupervisor]:
-    async with embedded.open_local_supervisor(state_dir, timing=timing, wrap=wrap) as sup:
+    async with embedded.open_local_supervisor(state_dir, timing=timing, wrap=wrap, children=children) as sup:
         yield LocalSupervisor(sup)

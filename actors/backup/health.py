@@ -1,0 +1,50 @@
+"""The BackupHealthy condition: are there recent verified backups, and do they keep working?"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from actors.backup.schedule import next_slot, utc
+from actors.model import BackupSpec, BackupStatus, Condition
+
+KIND = "BackupHealthy"
+
+# Consecutive failed backups before the condition turns False (each is retried with backoff).
+FAILURES_BEFORE_UNHEALTHY = 3
+
+
+@frozen
+class BackupReport:
+    """What the backup actor reports: the status fields, and the last failure in words."""
+
+    status: BackupStatus
+    last_error: str = ""
+
+
+def schedule_interval(schedule: str, now: float) -> float:
+    """Seconds between the next two firings (a cron schedule's period, near `now`)."""
+    first = next_slot(schedule, utc(now))
+    return (next_slot(schedule, first) - first).total_seconds()
+
+
+def backup_condition(spec: BackupSpec, report: BackupReport | None, now: float) -> Condition:
+    status = report.status if report else BackupStatus()
+    failures = status.consecutive_failures
+    if failures >= FAILURES_BEFORE_UNHEALTHY:
+        error = report.last_error if report else ""
+        return Condition(KIND, "False", "BackupsFailing", f"{failures} backups failed in a row: {error}")
+    last = status.last_successful_backup
+    if last is None:
+        return Condition(KIND, "Unknown", "NoBackupYet", "no backup taken yet")
+    if spec.schedule is not None:
+        limit = 2 * schedule_interval(spec.schedule, now)
+        age = now - last.completion_time
+        if age > limit:
+            return Condition(
+                KIND, "False", "BackupTooOld",
+                f"the newest backup {last.key} is {age / 3600:.1f}h old, over twice the schedule's interval",
+            )  # fmt: skip
+    if not last.verified and spec.verify:
+        return Condition(KIND, "False", "NotVerified", f"the newest backup {last.key} is not verified")
+    note = f"; the last attempt failed: {report.last_error}" if failures and report else ""
+    return Condition(KIND, "True", "BackupsCurrent", f"newest backup {last.key}{note}")

@@ -1,0 +1,46 @@
+"""Backups in local mode: stores opened with the daemon's credentials, verification on loopback.
+
+Relative store paths and credential files resolve against the manifest's directory, so a
+manifest means the same thing wherever the daemon was started from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from actors.backup.actor import BackupPorts, backup_child
+from actors.cluster import ChildFactory
+from actors.model import StoreSpec
+from actors.store_port import ObjectStore
+from supervisor.local.runtime import LocalRuntime
+from supervisor.local.scratch import ScratchVerifier
+from supervisor.stores.credentials import local_credentials
+from supervisor.stores.factory import open_store
+
+log = logging.getLogger(__name__)
+
+
+def local_backups(
+    runtime: LocalRuntime,
+    *,
+    manifest_dir: Path,
+    scratch_dir: Path,
+    environ: Mapping[str, str] = os.environ,
+    clock: Callable[[], float] = time.time,
+    wake_every: float | None = None,
+) -> ChildFactory:
+    def open_for(spec: StoreSpec) -> ObjectStore:
+        credentials = local_credentials(spec, manifest_dir, environ)
+        return open_store(spec, credentials=credentials, relative_to=manifest_dir)
+
+    try:
+        verifier: ScratchVerifier | None = ScratchVerifier(scratch_dir, runtime.etcd_binary)
+    except FileNotFoundError as exc:
+        log.warning("%s; backups will be stored unverified", exc, extra={"event": "backup"})
+        verifier = None
+    ports = BackupPorts(open_for, verifier, clock)
+    return backup_child(ports) if wake_every is None else backup_child(ports, wake_every=wake_every)
