@@ -81,10 +81,7 @@ class LocalDirectoryStore:
         size = 0
         try:
             async for chunk in chunks:
-                # Writing and hashing both release the GIL: side by side, sha256 is not the bound.
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(trio.to_thread.run_sync, file.write, chunk)
-                    nursery.start_soon(trio.to_thread.run_sync, digest.update, chunk)
+                await _write_hashing(file, digest, chunk)
                 size += len(chunk)
             await trio.to_thread.run_sync(_commit, file, partial, target)
         except BaseException:
@@ -103,6 +100,18 @@ class LocalDirectoryStore:
         if exc.errno in (errno.ENOENT, errno.EISDIR, errno.ENOTDIR):
             return StoreNotFound(f"{what} (no such object)")
         return StoreError(what)
+
+
+async def _write_hashing(file: IO[bytes], digest: hashlib._Hash, chunk: bytes) -> None:
+    """Write and hash side by side (both release the GIL), so sha256 is not the bound."""
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, digest.update, chunk)
+            await trio.to_thread.run_sync(file.write, chunk)
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None  # an OSError (ENOSPC) is mapped as itself
+        raise
 
 
 async def _one(data: bytes) -> AsyncIterator[bytes]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+import trio
 
 from actors.errors import StoreNotFound
 from actors.store_port import ObjectStore
@@ -92,3 +93,18 @@ async def test_a_source_that_fails_midway_leaves_no_object(make_store: Callable[
     assert await store.list("") == []
     with pytest.raises(StoreNotFound):
         await store.get_bytes("etcd/demo/half.db")
+
+
+async def stalls_after(size: int) -> AsyncIterator[bytes]:
+    async for chunk in chunks(size):
+        yield chunk
+    await trio.sleep_forever()
+    yield b""  # never reached
+
+
+async def test_a_cancelled_put_leaves_no_object(make_store: Callable[..., ObjectStore]) -> None:
+    store = make_store()
+    with trio.move_on_after(2) as scope:
+        await store.put_stream("etcd/demo/cancelled.db", stalls_after(BIG))
+    assert scope.cancelled_caught
+    assert await store.list("") == []
