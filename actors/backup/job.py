@@ -19,10 +19,11 @@ from attrs import frozen
 from actors.backup.ports import SnapshotVerifier
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.backup.source import backup_key, metadata_key, snapshot_source
-from actors.errors import EtcdError
+from actors.errors import EtcdError, StoreError
 from actors.observed import Observed
 from actors.ports import EtcdAdmin
 from actors.store_port import ObjectStore, StoredObject
+from supervisor.runtime import leaf_exceptions
 
 # Chunks in flight between etcd and the store: enough to keep both busy, little memory.
 PIPE_CHUNKS = 8
@@ -92,12 +93,22 @@ async def _stream_snapshot(
         async with receive:
             results["stored"] = await store.put_stream(key, _chunks(receive))
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(produce)
-        nursery.start_soon(consume)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            nursery.start_soon(consume)
+    except BaseExceptionGroup as group:
+        raise _cause(group) from group
     taken, stored = results["taken"], results["stored"]
     assert isinstance(taken, SnapshotTaken) and isinstance(stored, StoredObject)
     return taken, stored
+
+
+def _cause(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error that ended the pipe: the store's or etcd's, not the other side's broken channel."""
+    leaves = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
+    typed = [e for e in leaves if isinstance(e, StoreError | EtcdError)]
+    return (typed or leaves or [group])[0]
 
 
 async def _chunks(receive: trio.MemoryReceiveChannel[bytes]) -> AsyncIterator[bytes]:

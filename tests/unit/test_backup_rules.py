@@ -2,8 +2,10 @@
 
 from datetime import UTC, datetime, timedelta
 
+from actors.backup.health import BackupReport, backup_condition
 from actors.backup.retention import BackupRecord, expired
 from actors.backup.schedule import due, latest_slot, next_slot, valid_schedule
+from actors.model import BackupSpec, BackupStatus, LastBackup, LocalStore, StoreSpec
 
 EVERY_SIX_HOURS = "0 */6 * * *"
 
@@ -50,3 +52,29 @@ def test_the_newest_verified_backup_is_never_deleted():
     now = at(5).timestamp() + timedelta(days=30).total_seconds()
     # Everything is too old and over the count, but b0 is the only verified one: it stays.
     assert [b.key for b in expired(backups, keep=1, max_age=3600, now=now)] == ["b1", "b2"]
+
+
+def condition(report, *, schedule=EVERY_SIX_HOURS, verify=True, now=None):
+    now = now or at(12)
+    spec = BackupSpec(schedule=schedule, verify=verify, store=StoreSpec(local=LocalStore("/b")))
+    return backup_condition(spec, report, now.timestamp())
+
+
+def report(failures=0, *, completed=None, verified=True, error=""):
+    last = None if completed is None else LastBackup("k.db", 9, 100, verified, completed.timestamp())
+    return BackupReport(BackupStatus(None, last, failures), error)
+
+
+def test_backup_health_from_failures_age_and_verification():
+    assert (condition(None).status, condition(None).reason) == ("Unknown", "NoBackupYet")
+    assert condition(report(completed=at(6))).reason == "BackupsCurrent"
+    failing = condition(report(3, completed=at(6), error="bucket gone"))
+    assert (failing.status, failing.reason) == (
+        "False",
+        "BackupsFailing",
+    ) and "bucket gone" in failing.message
+    # Every six hours: a newest backup older than twelve hours is too old.
+    assert condition(report(completed=at(12, 30)), now=at(23, 59)).status == "True"
+    assert condition(report(completed=at(12, 30)), now=at(0, 31, day=2)).reason == "BackupTooOld"
+    assert condition(report(completed=at(6), verified=False)).reason == "NotVerified"
+    assert condition(report(completed=at(6), verified=False), verify=False).status == "True"
