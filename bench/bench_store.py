@@ -113,24 +113,18 @@ def main() -> None:
         source = work / "snapshot.db"
         make_file(source, args.size_mib)
         local = open_store(StoreSpec(local=LocalStore(str(work / "store"))), credentials=None)
-        (work / "copies").mkdir()
-        results["local"] = compare(
-            "local",
-            args.runs,
-            lambda i: timed_put(local, source, f"run-{i}.db"),
-            lambda i: plain_copy(source, work / "copies" / f"run-{i}.db"),
-            args.size_mib,
-        )
-        shutil.rmtree(work / "store")
-        results["local_vs_hashed_copy"] = compare(
-            "local vs a copy computing sha256",
-            args.runs,
-            lambda i: timed_put(local, source, f"run-{i}.db"),
-            lambda i: hashed_copy(source, work / "copies" / f"run-{i}.db"),
-            args.size_mib,
-        )
-        shutil.rmtree(work / "store")
-        shutil.rmtree(work / "copies")
+        baselines = {"local": plain_copy, "local_vs_hashed_copy": hashed_copy}
+        for name, baseline in baselines.items():
+            (work / "copies").mkdir()
+            results[name] = compare(
+                name,
+                args.runs,
+                lambda i: timed_put(local, source, f"run-{i}.db"),
+                lambda i, copy=baseline: copy(source, work / "copies" / f"run-{i}.db"),
+                args.size_mib,
+            )
+            shutil.rmtree(work / "store")
+            shutil.rmtree(work / "copies")
         (work / "moto").mkdir()
         with open_moto_server(work / "moto") as server:
             bucket = server.create_bucket("bench")
