@@ -330,3 +330,55 @@ def test_operator_forms_a_plain_cluster_without_waiting_out_probes(
     print(f"\nEtcdCluster (3 members, no TLS): apply -> Running in {seconds:.2f}s")
     assert_no_member_failed(seen)
     assert seconds < 20, f"{seconds:.1f}s: members still wait on slow readiness probes?"
+
+
+def test_deleted_member_pod_comes_back_on_its_own_volume(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+) -> None:
+    _, seen = form_cluster(e2e_cluster, e2e_namespace, "heal", tls=True)
+    assert_no_member_failed(seen)
+    ns = ["-n", e2e_namespace]
+    tls = [
+        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
+        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
+        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
+    ]
+    local = ["--endpoints=https://localhost:2379", *tls]
+    e2e_cluster.kubectl("exec", *ns, "heal-0", "--", "etcdctl", *local, "put", "kept", "yes")
+    old = e2e_cluster.get_json("pod", "heal-1", namespace=e2e_namespace)
+
+    start = time.monotonic()
+    e2e_cluster.kubectl("delete", "pod", *ns, "heal-1", "--wait=false")
+
+    def replaced() -> bool:
+        pod = e2e_cluster.kubectl("get", "pod", *ns, "heal-1", "-o", "json", check=False)
+        if pod.returncode:
+            return False
+        new = json.loads(pod.stdout)
+        status = e2e_cluster.get_json("etcdcluster", "heal", namespace=e2e_namespace).get("status") or {}
+        return (
+            new["metadata"]["uid"] != old["metadata"]["uid"]
+            and is_ready(new)
+            and status.get("phase") == "Running"
+        )
+
+    wait_for("heal-1 replaced and the cluster Running", replaced, 120)
+    print(f"\nmember pod deleted -> replaced, cluster Running in {time.monotonic() - start:.2f}s")
+    # Same claim, so the member kept its identity: still 3 voting members, none added.
+    new = e2e_cluster.get_json("pod", "heal-1", namespace=e2e_namespace)
+    claims = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in new["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    ]
+    assert claims == [m.volume_claim_name("heal-1")]
+    members = json.loads(
+        e2e_cluster.kubectl(
+            "exec", *ns, "heal-1", "--", "etcdctl", *local, "member", "list", "-w", "json"
+        ).stdout
+    )["members"]
+    assert sorted(mem["name"] for mem in members) == ["heal-0", "heal-1", "heal-2"]
+    got = e2e_cluster.kubectl(
+        "exec", *ns, "heal-1", "--", "etcdctl", *local, "get", "--consistency=s", "--print-value-only", "kept"
+    )
+    assert got.stdout.strip() == "yes"
