@@ -15,9 +15,10 @@ from typing import ClassVar
 
 from attrs import frozen
 
-from actors.errors import EtcdError, MemberNotFound
+from actors.backup.ports import SeedRestorer
+from actors.errors import EtcdError, MemberNotFound, RestoreFailed
 from actors.member_times import MemberTimes
-from actors.model import ClusterSpec, MemberLaunch
+from actors.model import ClusterSpec, MemberLaunch, RestoreSpec
 from actors.observed import Observed
 from actors.ports import EtcdAdmin, MemberRuntime
 
@@ -30,6 +31,7 @@ class ActionContext:
     observed: Observed
     runtime: MemberRuntime
     admin: EtcdAdmin
+    restorer: SeedRestorer | None = None
 
     @property
     def endpoints(self) -> list[str]:
@@ -43,6 +45,10 @@ class Action(abc.ABC):
 
     # The Kubernetes Event reason (CamelCase) recorded when the action succeeded.
     event_reason: ClassVar[str]
+    # How long the step may take; None: the cluster actor's usual bound (a few etcd calls).
+    time_limit: ClassVar[float | None] = None
+    # A failure of this step leaves the cluster Failed (with the reason) until it succeeds.
+    failure_fails_cluster: ClassVar[bool] = False
 
     @abc.abstractmethod
     async def execute(self, ctx: ActionContext) -> None:
@@ -96,6 +102,37 @@ class StartSeed(Action):
 
     def progress(self) -> str:
         return f"starting seed member {self.name}"
+
+
+@frozen
+class RestoreSeed(Action):
+    """Bootstrap from a backup: the first member starts on the backup's data, as a cluster of
+    its own (a new cluster ID: members of the backed-up cluster can never join it)."""
+
+    name: str
+    source: RestoreSpec
+    event_reason: ClassVar[str] = "RestoredFromBackup"
+    time_limit: ClassVar[float | None] = 3600.0  # fetching and restoring a large snapshot
+    failure_fails_cluster: ClassVar[bool] = True
+
+    async def execute(self, ctx: ActionContext) -> None:
+        if ctx.restorer is None:
+            raise RestoreFailed("this runtime cannot restore backups")
+        cluster = ctx.observed.cluster
+        urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
+        launch = MemberLaunch(cluster, self.name, urls, ((self.name, urls.peer_url),), "new", ctx.spec)
+        try:
+            await ctx.restorer.restore_seed(launch, self.source)
+        except RestoreFailed:
+            await ctx.runtime.delete_member(cluster, self.name)  # nothing half-built stays
+            raise
+        await ctx.runtime.start_member(launch)
+
+    def describe(self) -> str:
+        return f"started seed member {self.name} on the data of backup {self.source.key} (sha256 checked)"
+
+    def progress(self) -> str:
+        return f"restoring seed member {self.name} from backup {self.source.key}"
 
 
 @frozen

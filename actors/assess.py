@@ -24,17 +24,19 @@ def assess(
     problem: str | None = None,
     backup: BackupReport | None = None,
     wall_clock: float | None = None,
+    failure: str | None = None,
 ) -> ClusterStatus:
     """The status for `observed`, given the phase shown before and the next step.
 
     `problem` is what was wrong with the user's latest edit: the cluster keeps its last good
     spec and says so instead of its usual message. `backup` is what the backup actor reported,
-    for clusters with spec.backup (judged against `wall_clock`, default `now`).
+    for clusters with spec.backup (judged against `wall_clock`, default `now`). `failure` says
+    why a step that fails the cluster (a restore) failed: the phase is Failed until it works.
     """
     healthy_voters = observed.healthy_voters()
     quorum_ok = observed.has_quorum()
-    phase = next_phase(previous, spec, observed, converged=step is None)
-    message = step_message(step, healthy=len(healthy_voters), size=spec.size)
+    phase = Phase.FAILED if failure else next_phase(previous, spec, observed, converged=step is None)
+    message = failure or step_message(step, healthy=len(healthy_voters), size=spec.size)
     statuses = member_statuses(observed)
     conditions: tuple[Condition, ...] = (
         Condition(

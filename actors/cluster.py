@@ -26,7 +26,7 @@ from attrs import frozen
 from actors.actions import Action, ActionContext, Step
 from actors.assess import assess
 from actors.backup.health import BackupReport
-from actors.errors import EtcdError
+from actors.errors import EtcdError, StepFailed
 from actors.holdoff import HoldOff
 from actors.member import MemberActor, MemberProbed, Probe
 from actors.member_times import MemberTimes
@@ -243,6 +243,8 @@ class ClusterActor(Actor[ClusterMessage]):
         self._status: ClusterStatus | None = None
         self._holdoff = HoldOff()
         self._times = MemberTimes()
+        # Why a step that fails the cluster (a restore) failed last; cleared by any success.
+        self._failure: str | None = None
 
     async def on_start(self) -> None:
         nudge(self.handle_ref, LookAgain())
@@ -290,7 +292,10 @@ class ClusterActor(Actor[ClusterMessage]):
         self._feed.publish(observed)
         await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
         if isinstance(step, Action) and self._holdoff.allows(trio.current_time()):
-            await self._execute(step, ActionContext(spec, observed, self._ports.runtime, self._ports.admin))
+            ports = self._ports
+            await self._execute(
+                step, ActionContext(spec, observed, ports.runtime, ports.admin, ports.restorer)
+            )
 
     async def _observe(self) -> Observed:
         now = trio.current_time()
@@ -343,6 +348,7 @@ class ClusterActor(Actor[ClusterMessage]):
             previous_conditions=previous.conditions if previous else (),
             problem=desired.problem,
             backup=self._reports.backup,
+            failure=self._failure,
         )
         if previous is not None and status.phase is not previous.phase:
             await self._ports.events.record(
@@ -357,25 +363,23 @@ class ClusterActor(Actor[ClusterMessage]):
 
     async def _execute(self, step: Action, ctx: ActionContext) -> None:
         name = type(step).__name__
-        log.info(
-            "cluster %s: %s",
-            self.ref,
-            step,
-            extra={"event": "action", "cluster": str(self.ref), "action": name},
-        )
+        extra = {"event": "action", "cluster": str(self.ref), "action": name}
+        log.info("cluster %s: %s", self.ref, step, extra=extra)
         try:
-            with trio.fail_after(self._timing.call_timeout * 3):
+            with trio.fail_after(step.time_limit or self._timing.call_timeout * 3):
                 await step.execute(ctx)
-        except (EtcdError, trio.TooSlowError) as exc:
-            # Refused or unreachable: observe again later and decide afresh.
+        except (EtcdError, StepFailed, trio.TooSlowError) as exc:
+            # Refused, unreachable or failed: observe again later and decide afresh.
             self._holdoff = self._holdoff.refused(trio.current_time(), self._timing.tick)
             self._stale = True  # the step may have half-happened
+            self._failure = f"{step.progress()} failed: {exc}" if step.failure_fails_cluster else None
             log.warning("cluster %s: %s failed (holding off): %r", self.ref, name, exc)
             await self._ports.events.record(
                 self.ref, reason=step.failure_reason, message=f"{step}: {exc!r}", warning=True
             )
             return
         self._holdoff = HoldOff()
+        self._failure = None
         step.remember(self._times)
         await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick

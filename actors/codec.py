@@ -42,6 +42,7 @@ from actors.model import (
     MemberStatus,
     ReclaimPolicy,
     ResourceSpec,
+    RestoreSpec,
     RetentionSpec,
     S3Store,
     StorageSpec,
@@ -207,6 +208,7 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
         debug_sidecar=r.boolean(debug, "networkSidecar", "spec.debug.networkSidecar", False),
         health=HealthSpec(unresponsive_after=_unresponsive_after(r, health)),
         backup=parse_backup(spec, r),
+        restore=parse_restore(spec, r),
     )
 
 
@@ -245,6 +247,25 @@ def parse_backup(spec: Mapping[str, Any], r: _Reader) -> BackupSpec | None:
         verify=r.boolean(doc, "verify", "spec.backup.verify", True),
         store=store,
     )
+
+
+def parse_restore(spec: Mapping[str, Any], r: _Reader) -> RestoreSpec | None:
+    if spec.get("restore") is None:
+        return None
+    doc = r.mapping(spec, "restore", "spec.restore", {"backupName", "store", "key", "revision"})
+    name = r.string(doc, "backupName", "spec.restore.backupName", None)
+    key = r.string(doc, "key", "spec.restore.key", None)
+    has_store = doc.get("store") is not None
+    if name is not None and (has_store or key is not None):
+        r.fail("spec.restore", "name either backupName, or store and key: not both")
+    elif name is None and not (has_store and key):
+        r.fail("spec.restore", "needs backupName, or both store and key")
+    if name is not None:
+        r.fail("spec.restore.backupName", "restoring from an EtcdBackup is not supported by this version yet")
+    if doc.get("revision") is not None:
+        r.fail("spec.restore.revision", "point-in-time restore needs incremental backups: not supported yet")
+    store = parse_store(doc["store"], "spec.restore.store", r) if has_store else None
+    return RestoreSpec(backup_name=name, store=store, key=key)
 
 
 def _unresponsive_after(r: _Reader, health: Mapping[str, Any]) -> str:

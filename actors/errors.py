@@ -39,3 +39,12 @@ class StoreUnavailable(StoreError):
 
 class StoreFull(StoreError):
     """No space left: a full local disk (ENOSPC, EDQUOT) or a store's quota."""
+
+
+class StepFailed(Exception):
+    """A step the cluster actor took failed for a reason that is not etcd's (a restore whose
+    backup is missing or corrupt, say): held off and retried like a refused step."""
+
+
+class RestoreFailed(StepFailed):
+    """The backup to restore a new cluster from is missing, unreadable or corrupt."""

@@ -98,6 +98,12 @@ class Fleet:
         ref = desired.resource.ref
         entry = self._clusters.get(ref)
         if entry is not None:
+            if entry.desired.resource.spec.restore != desired.resource.spec.restore:
+                log.warning(
+                    "cluster %s: spec.restore is read only when a cluster is created; the change is ignored",
+                    ref,
+                    extra={"event": "ignored-change", "cluster": str(ref)},
+                )
             refused = refused_changes(entry.desired.resource.spec, desired.resource.spec)
             if refused:
                 # Keep serving the spec in force; say which change was refused and why.

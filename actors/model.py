@@ -158,6 +158,16 @@ class BackupSpec:
 
 
 @frozen
+class RestoreSpec:
+    """A new cluster's data from a backup: read once, when the cluster is created."""
+
+    backup_name: str | None = None  # an EtcdBackup in the same namespace, or:
+    store: StoreSpec | None = None  # a store and
+    key: str | None = None  # the snapshot object's key in it
+    revision: int | None = None  # point in time (needs incremental backups)
+
+
+@frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
 
@@ -171,6 +181,7 @@ class ClusterSpec:
     debug_sidecar: bool = False
     health: HealthSpec = field(factory=HealthSpec)
     backup: BackupSpec | None = None
+    restore: RestoreSpec | None = None
 
     @property
     def image_family(self) -> ImageFamily:

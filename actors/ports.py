@@ -12,6 +12,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from actors.backup.ports import SeedRestorer
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import (
     ClusterRef,
@@ -136,6 +137,8 @@ class ClusterPorts:
     admin: EtcdAdmin
     status: StatusSink
     events: EventSink
+    # Restores a new cluster's seed from a backup (spec.restore); None where that is not built.
+    restorer: SeedRestorer | None = None
 
     async def aclose(self) -> None:
         await self.admin.aclose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.actions import StartMember, StartSeed, Step, Wait
+from actors.actions import RestoreSeed, StartMember, StartSeed, Step, Wait
 from actors.model import ClusterSpec, ProcessState, member_name
 from actors.observed import Observed
 from actors.plan.restart import STOPPED, backoff_wait, exit_story
@@ -13,7 +13,7 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
         return None
     runtime = observed.runtime
     if not runtime:
-        return StartSeed(member_name(observed.cluster, 0))
+        return _seed(spec, member_name(observed.cluster, 0))
     # Bring back every member that still has data; quorum returns once a majority runs again.
     # Their own data tells etcd the membership, so no initial-cluster flags are needed.
     waits = []
@@ -31,5 +31,10 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
     # Nothing runs and nothing has data. A lone member that never ran is an interrupted
     # bootstrap; several are a cluster whose data is gone.
     if len(runtime) == 1:
-        return backoff_wait(observed, runtime[0]) or StartSeed(runtime[0].name)
+        return backoff_wait(observed, runtime[0]) or _seed(spec, runtime[0].name)
     return Wait("every member lost its data: only a restore from backup can bring the data back")
+
+
+def _seed(spec: ClusterSpec, name: str) -> Step:
+    # spec.restore counts only here, at creation: a running cluster never goes back to a backup.
+    return RestoreSeed(name, spec.restore) if spec.restore is not None else StartSeed(name)

@@ -24,6 +24,14 @@ from supervisor.stores.factory import open_store
 log = logging.getLogger(__name__)
 
 
+def local_store_opener(manifest_dir: Path, environ: Mapping[str, str]) -> Callable[[StoreSpec], ObjectStore]:
+    def open_for(spec: StoreSpec) -> ObjectStore:
+        credentials = local_credentials(spec, manifest_dir, environ)
+        return open_store(spec, credentials=credentials, relative_to=manifest_dir)
+
+    return open_for
+
+
 def local_backups(
     runtime: LocalRuntime,
     *,
@@ -33,10 +41,7 @@ def local_backups(
     clock: Callable[[], float] = time.time,
     wake_every: float | None = None,
 ) -> ChildFactory:
-    def open_for(spec: StoreSpec) -> ObjectStore:
-        credentials = local_credentials(spec, manifest_dir, environ)
-        return open_store(spec, credentials=credentials, relative_to=manifest_dir)
-
+    open_for = local_store_opener(manifest_dir, environ)
     try:
         verifier: ScratchVerifier | None = ScratchVerifier(scratch_dir, runtime.etcd_binary)
     except FileNotFoundError as exc:

@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import trio
 
+from actors.backup.ports import SeedRestorer
 from actors.cluster import Timing
 from actors.fleet import PortsFactory, open_fleet
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
-from supervisor.local.backups import local_backups
+from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.env import env_command
 from supervisor.local.follow import ManifestFollower
 from supervisor.local.manifest import Unreadable, watch_manifest
+from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.local.status_files import StatusFiles
 from supervisor.local.table import StatusBoard
@@ -91,11 +94,12 @@ async def run_local(
     timing = timing or Timing()
     board = StatusBoard(env_command=env_command(state_dir)) if show_board else None
     sinks = LocalSinks(state_dir, board)
+    stores = local_store_opener(file.parent, os.environ)
     async with (
         open_asyncio_loop(),
         open_local_runtime(state_dir, leave_members_running=leave_members_running) as runtime,
         open_fleet(
-            local_ports(runtime, sinks, timing),
+            local_ports(runtime, sinks, timing, restorer=LocalRestorer(runtime, stores)),
             name="etcd-supervisor",
             timing=timing,
             children=[local_backups(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch")],
@@ -114,13 +118,15 @@ async def run_local(
     log.info("stopped; %s in %s", kept, state_dir, extra={"event": "shutdown"})
 
 
-def local_ports(runtime: LocalRuntime, sinks: ClusterSinks, timing: Timing) -> PortsFactory:
+def local_ports(
+    runtime: LocalRuntime, sinks: ClusterSinks, timing: Timing, *, restorer: SeedRestorer | None = None
+) -> PortsFactory:
     """Each cluster's ports on the local runtime: its own etcd admin (TLS from the cluster's
-    client certificate when TLS is on), and the shared runtime and sinks."""
+    client certificate when TLS is on), and the shared runtime, sinks and restorer."""
 
     def ports_for(resource: ClusterResource) -> ClusterPorts:
         tls = runtime.client_tls_files(resource.ref) if resource.spec.tls_enabled else None
         admin = EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
-        return ClusterPorts(runtime, admin, sinks, sinks)
+        return ClusterPorts(runtime, admin, sinks, sinks, restorer)
 
     return ports_for

@@ -16,10 +16,12 @@ import trio
 
 from actors.cluster import ChildFactory, Timing
 from actors.fleet import Fleet, open_fleet
-from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase
+from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase, StoreSpec
 from actors.ports import ClusterPorts
+from actors.store_port import ObjectStore
 from supervisor.aio import open_asyncio_loop
 from supervisor.local.daemon import local_ports
+from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.runtime import Intensity
 
@@ -93,11 +95,13 @@ async def open_local_supervisor(
     timing: Timing,
     wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
+    stores: Callable[[StoreSpec], ObjectStore] | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (local_ports, open_fleet) with an in-memory recorder as the sinks."""
     recorder = Recorder()
     async with open_asyncio_loop(), open_local_runtime(state_dir) as runtime:
-        ports = local_ports(runtime, recorder, timing)
+        restorer = LocalRestorer(runtime, stores) if stores is not None else None
+        ports = local_ports(runtime, recorder, timing, restorer=restorer)
 
         def ports_for(res: ClusterResource) -> ClusterPorts:
             return wrap(ports(res)) if wrap else ports(res)

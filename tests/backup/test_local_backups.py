@@ -3,7 +3,6 @@ snapshots streamed from a follower, read back and restored into a scratch etcd w
 match the source's, retention applied, status and Events reporting it all."""
 
 import json
-import time
 
 import attrs
 
@@ -13,17 +12,8 @@ from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups
 from supervisor.local.scratch import ScratchVerifier
 from supervisor.stores import open_store
+from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
-
-# The daemon's wall clock, sped up: one cron minute passes every two real seconds.
-SPEED = 30.0
-
-
-def fast_clock():
-    start = time.time()
-    # Start two (real) seconds before a minute boundary, so the first slot comes at once.
-    offset = 60 - (start % 60) - 2 * SPEED
-    return lambda: start + offset + (time.time() - start) * SPEED
 
 
 def backed_up(tmp_path, store_dir, **retention):

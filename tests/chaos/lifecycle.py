@@ -12,8 +12,9 @@ import trio
 
 from actors.cluster import ChildFactory, Timing
 from actors.fleet import Fleet
-from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
+from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, StoreSpec
 from actors.ports import ClusterPorts
+from actors.store_port import ObjectStore
 from supervisor.local import embedded
 from supervisor.local.embedded import Recorder, is_healthy
 from supervisor.local.runtime import LocalRuntime
@@ -65,6 +66,9 @@ async def open_local_supervisor(
     timing: Timing = FAST,
     wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
+    stores: Callable[[StoreSpec], ObjectStore] | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
-    async with embedded.open_local_supervisor(state_dir, timing=timing, wrap=wrap, children=children) as sup:
+    async with embedded.open_local_supervisor(
+        state_dir, timing=timing, wrap=wrap, children=children, stores=stores
+    ) as sup:
         yield LocalSupervisor(sup)

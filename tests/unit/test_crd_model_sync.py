@@ -32,6 +32,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "debug_sidecar": ("debug", "networkSidecar"),
     "health": ("health",),
     "backup": ("backup",),
+    "restore": ("restore",),
 }
 
 

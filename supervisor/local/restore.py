@@ -1,0 +1,89 @@
+"""Restoring a new local cluster's seed from a backup (spec.restore).
+
+The snapshot is fetched from the store into the member's directory (its sha256 checked against
+the backup's metadata object when there is one), then `etcdutl snapshot restore` lays it out as
+the member's data with a cluster token of its own, so the restored cluster gets a new cluster
+ID and members of the backed-up cluster can never join it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from actors.backup.ports import Restored
+from actors.backup.source import metadata_key
+from actors.errors import RestoreFailed, StoreError, StoreNotFound
+from actors.model import MemberLaunch, RestoreSpec, StoreSpec
+from actors.store_port import ObjectStore
+from supervisor.local.runtime import LocalRuntime
+from supervisor.local.scratch import find_etcdutl
+
+
+class LocalRestorer:
+    """actors.backup.ports.SeedRestorer for the local runtime."""
+
+    def __init__(self, runtime: LocalRuntime, open_store: Callable[[StoreSpec], ObjectStore]) -> None:
+        self._runtime = runtime
+        self._open_store = open_store
+
+    async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
+        if source.store is None or source.key is None:
+            raise RestoreFailed("spec.restore names no store and key")
+        member_dir = self._runtime.member_dir(launch.cluster, launch.name)
+        snapshot = member_dir / "restore.db"
+        store = self._open_store(source.store)
+        try:
+            size, sha256 = await _fetch(store, source.key, snapshot)
+            await _check_against_metadata(store, source.key, sha256)
+        except StoreNotFound as exc:
+            raise RestoreFailed(f"backup {source.key} not found in {source.store.describe()}: {exc}") from exc
+        except StoreError as exc:
+            raise RestoreFailed(f"backup {source.key} could not be read: {exc}") from exc
+        finally:
+            await store.aclose()
+        try:
+            await self._etcdutl_restore(launch, snapshot)
+        finally:
+            snapshot.unlink(missing_ok=True)
+        return Restored(source.key, size, sha256)
+
+    async def _etcdutl_restore(self, launch: MemberLaunch, snapshot: Path) -> None:
+        data_dir = self._runtime.member_dir(launch.cluster, launch.name) / "data"
+        token = f"{launch.cluster.namespace}-{launch.cluster.name}-restored-{secrets.token_hex(4)}"
+        argv = [
+            str(find_etcdutl(self._runtime.etcd_binary)), "snapshot", "restore", str(snapshot),
+            f"--data-dir={data_dir}", f"--name={launch.name}",
+            f"--initial-cluster={launch.initial_cluster_flag()}",
+            f"--initial-advertise-peer-urls={launch.urls.peer_url}", f"--initial-cluster-token={token}",
+        ]  # fmt: skip
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            raise RestoreFailed(f"the backup does not restore (etcdutl: {why[0]})")
+
+
+async def _fetch(store: ObjectStore, key: str, target: Path) -> tuple[int, str]:
+    digest, size = hashlib.sha256(), 0
+    async with await trio.open_file(target, "wb") as out:
+        async for chunk in store.get_stream(key):
+            digest.update(chunk)
+            size += len(chunk)
+            await out.write(chunk)
+    return size, digest.hexdigest()
+
+
+async def _check_against_metadata(store: ObjectStore, key: str, sha256: str) -> None:
+    try:
+        meta = json.loads(await store.get_bytes(metadata_key(key)))
+    except (StoreNotFound, ValueError):
+        return  # not one of our backups (no metadata): etcdutl's own checksum still applies
+    if meta.get("sha256") and meta["sha256"] != sha256:
+        raise RestoreFailed(
+            f"backup {key} is corrupt: sha256 {sha256} where its metadata says {meta['sha256']}"
+        )
