@@ -125,15 +125,28 @@ def etcd_version(bin_dir: Path) -> str:
 def etcd_archive(out_dir: Path, bin_dir: Path | None = None) -> tuple[Path, str]:
     """The official-image layout of the etcd binaries in ``bin_dir``; returns (archive, version)."""
     bin_dir = bin_dir or Path(os.environ.get("E2E_ETCD_BIN_DIR") or default_etcd_dir())
-    for name in ("etcd", "etcdctl", "etcdutl"):
+    for name in ("etcd", "etcdctl"):
         if not os.access(bin_dir / name, os.X_OK):
             raise MissingComponent(f"{bin_dir / name} missing: no etcd image can be built")
     version = etcd_version(bin_dir)
     tag = f"{ETCD_REPOSITORY}:v{version}"
-    files = {f"/usr/local/bin/{n}": bin_dir / n for n in ("etcd", "etcdctl", "etcdutl")}
+    # etcdutl exists from 3.5 on; the official 3.4 image has none either.
+    names = [n for n in ("etcd", "etcdctl", "etcdutl") if (bin_dir / n).exists()]
+    files = {f"/usr/local/bin/{n}": bin_dir / n for n in names}
     return write_docker_archive(
         out_dir / f"etcd-{version}.tar", tag, [files], entrypoint=["/usr/local/bin/etcd"]
     ), version
+
+
+def cached_etcd(minor: str) -> Path | None:
+    """The newest etcd ``minor`` (e.g. "3.6") built into the per-version cache, if any (the
+    etcd-versions build fills it; optional, like the version tests that use it)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "etcd-supervisor" / "etcd"
+    found = [
+        d for d in cache.glob(f"{minor}.*") if os.access(d / "etcd", os.X_OK) and (d / "etcdctl").exists()
+    ]
+    key = lambda d: tuple(int(x) for x in d.name.split(".") if x.isdigit())  # noqa: E731
+    return max(found, key=key) if found else None
 
 
 def _runtime_distributions(pyproject: Path) -> list[metadata.Distribution]:
