@@ -1,9 +1,9 @@
-"""One moto (S3) and one fake-gcs-server per test session, stopped at its end."""
+"""Stores of every kind over the session's servers (tests/conftest.py starts them)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,29 +11,10 @@ import pytest
 from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
 from actors.store_port import ObjectStore, S3Credentials
 from supervisor.stores import open_store
-from tests.harness.components import require
 from tests.harness.objstore import (
     GcsServer,
     S3Server,
-    fake_gcs_binary,
-    moto_server_binary,
-    open_fake_gcs_server,
-    open_moto_server,
 )
-
-
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    require("moto_server", moto_server_binary)
-    with open_moto_server(tmp_path_factory.mktemp("moto")) as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
-    require("fake-gcs-server", fake_gcs_binary)
-    with open_fake_gcs_server(tmp_path_factory.mktemp("fake-gcs")) as server:
-        yield server
 
 
 @pytest.fixture(params=["local", "s3", "gcs"])
