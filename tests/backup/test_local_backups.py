@@ -81,15 +81,16 @@ def children_with(tmp_path, clock, *, environ=None, wrap_store=None):
     return children
 
 
+def scheduled_to_s3(res, server, bucket, *, prefix=""):
+    store = StoreSpec(s3=S3Store(bucket=bucket, prefix=prefix, endpoint=server.endpoint, region="us-east-1"))
+    return attrs.evolve(
+        res, spec=attrs.evolve(res.spec, backup=BackupSpec(schedule="* * * * *", store=store))
+    )
+
+
 async def test_scheduled_backups_to_s3_are_verified_from_what_the_bucket_holds(tmp_path, s3_server):
     bucket = s3_server.create_bucket("etcd-backups")
-    demo = resource(size=3)
-    store = StoreSpec(
-        s3=S3Store(bucket=bucket, prefix="etcd/", endpoint=s3_server.endpoint, region="us-east-1")
-    )
-    demo = attrs.evolve(
-        demo, spec=attrs.evolve(demo.spec, backup=BackupSpec(schedule="* * * * *", store=store))
-    )
+    demo = scheduled_to_s3(resource(size=3), s3_server, bucket, prefix="etcd/")
     environ = {
         "AWS_ACCESS_KEY_ID": s3_server.access_key_id,
         "AWS_SECRET_ACCESS_KEY": s3_server.secret_access_key,
@@ -114,12 +115,7 @@ async def test_scheduled_backups_to_s3_are_verified_from_what_the_bucket_holds(t
 async def test_wrong_s3_credentials_fail_backups_with_a_named_reason_and_the_cluster_keeps_serving(
     tmp_path, s3_server
 ):
-    bucket = s3_server.create_bucket("etcd-denied")
-    demo = resource(size=1)
-    store = StoreSpec(s3=S3Store(bucket=bucket, endpoint=s3_server.endpoint, region="us-east-1"))
-    demo = attrs.evolve(
-        demo, spec=attrs.evolve(demo.spec, backup=BackupSpec(schedule="* * * * *", store=store))
-    )
+    demo = scheduled_to_s3(resource(size=1), s3_server, s3_server.create_bucket("etcd-denied"))
     environ = {"AWS_ACCESS_KEY_ID": s3_server.access_key_id, "AWS_SECRET_ACCESS_KEY": "wrong"}
     async with open_local_supervisor(
         tmp_path / "state", children=children_with(tmp_path, fast_clock(), environ=environ)
