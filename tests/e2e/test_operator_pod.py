@@ -9,6 +9,7 @@ two parts as layers of our own: no base image can be pulled here); on another cl
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -18,15 +19,22 @@ from tests.e2e.conftest import Cluster
 from tests.e2e.test_members import TIMINGS, assert_no_member_failed, form_cluster
 from tests.harness import images
 from tests.harness.components import require
-from tests.harness.kube import OPERATOR_NAMESPACE, REPO
+from tests.harness.kube import OPERATOR_NAMESPACE, REPO, require_helm
 from tests.harness.node import ROOT
 
+CHART = REPO / "deploy" / "helm" / "etcd-operator"
 
-@pytest.fixture
-def deployed_operator(e2e_cluster: Cluster) -> Iterator[None]:
+
+@pytest.fixture(scope="module")
+def operator_image(e2e_cluster: Cluster) -> None:
+    """Built and imported once on the built-in node; elsewhere it must be loaded already."""
     if e2e_cluster.node is not None:
         archive = require("operator image", lambda: images.operator_archive(ROOT / "images"))
         e2e_cluster.node.import_image(archive)
+
+
+@pytest.fixture
+def deployed_operator(e2e_cluster: Cluster, operator_image: None) -> Iterator[None]:
     e2e_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", REPO / "deploy")
     try:
         e2e_cluster.kubectl(
@@ -68,3 +76,25 @@ def test_deployed_operator_forms_a_tls_cluster(
     )
     assert got.stdout.strip() == "v"
     assert time.monotonic() - start < 300
+
+
+def test_helm_installed_operator_forms_a_tls_cluster(
+    e2e_cluster: Cluster, e2e_namespace: str, operator_image: None
+) -> None:
+    """The chart, installed with helm (not just rendered), runs the same image as a real pod."""
+    helm = require_helm()  # $HELM, else built once by tests/envtest/build-helm.sh
+    release_ns = f"{e2e_namespace}-helm"
+    install = [str(helm), "--kubeconfig", str(e2e_cluster.kubeconfig), "--namespace", release_ns]
+    subprocess.run(
+        [*install, "install", "rel", str(CHART), "--create-namespace", "--wait", "--timeout", "180s"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    try:
+        seconds, seen = form_cluster(e2e_cluster, e2e_namespace, "chart", tls=True)
+        print(f"\nEtcdCluster (3 members, TLS, helm-installed operator): apply -> Running in {seconds:.2f}s")
+        assert_no_member_failed(seen)
+    finally:
+        subprocess.run([*install, "uninstall", "rel", "--wait"], capture_output=True, text=True, timeout=120)
