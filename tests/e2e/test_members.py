@@ -410,3 +410,90 @@ def test_operator_forms_a_tls_cluster_on_other_etcd_versions(
     )
     print(f"\nEtcdCluster (3 members, TLS, etcd {version}): apply -> Running in {seconds:.2f}s")
     assert_no_member_failed(seen)
+
+
+def voting_members(cluster: Cluster, namespace: str, pod: str) -> list[str]:
+    tls = [
+        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
+        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
+        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
+    ]
+    out = cluster.kubectl(
+        "exec",
+        "-n",
+        namespace,
+        pod,
+        "--",
+        "etcdctl",
+        "--endpoints=https://localhost:2379",
+        *tls,
+        "member",
+        "list",
+        "-w",
+        "json",
+        check=False,
+    )
+    if out.returncode:
+        return []
+    return sorted(
+        mem.get("name", "") for mem in json.loads(out.stdout)["members"] if not mem.get("isLearner")
+    )
+
+
+def test_scale_up_and_down_and_the_disruption_budget(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+) -> None:
+    _, seen = form_cluster(e2e_cluster, e2e_namespace, "sc", tls=True)
+    assert_no_member_failed(seen)
+    ns = ["-n", e2e_namespace]
+    selector = f"{m.LABEL_INSTANCE}=sc,{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
+
+    def settled(size: int) -> bool:
+        status = e2e_cluster.get_json("etcdcluster", "sc", namespace=e2e_namespace).get("status") or {}
+        live = [
+            p
+            for p in pods(e2e_cluster, e2e_namespace, selector)
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        return (
+            status.get("phase") == "Running"
+            and len(live) == size
+            and all(map(is_ready, live))
+            and voting_members(e2e_cluster, e2e_namespace, "sc-0") == [f"sc-{i}" for i in range(size)]
+        )
+
+    for size in (5, 3):
+        start = time.monotonic()
+        e2e_cluster.kubectl("scale", *ns, "etcdcluster/sc", f"--replicas={size}")
+        wait_for(f"sc at {size} voting members", lambda size=size: settled(size), 120, poll=0.5)
+        print(f"\nkubectl scale -> {size}: settled in {time.monotonic() - start:.2f}s")
+
+    # The PodDisruptionBudget lets one member go, and refuses a second while it is away.
+    def evict(pod: str) -> subprocess.CompletedProcess[str]:
+        body = json.dumps(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": pod, "namespace": e2e_namespace},
+            }
+        )
+        path = f"/api/v1/namespaces/{e2e_namespace}/pods/{pod}/eviction"
+        return e2e_cluster.kubectl("create", "--raw", path, "-f", "-", input=body, check=False)
+
+    def budget() -> dict[str, Any]:
+        return dict(
+            e2e_cluster.get_json(
+                "pdb", m.disruption_budget_name(m.ClusterRef(e2e_namespace, "sc")), namespace=e2e_namespace
+            ).get("status")
+            or {}
+        )
+
+    # The budget's controller catches up with the scale-down first.
+    wait_for(
+        f"the budget to allow one disruption ({budget()})",
+        lambda: budget().get("disruptionsAllowed") == 1,
+        60,
+    )
+    assert evict("sc-2").returncode == 0
+    second = evict("sc-1")
+    assert second.returncode != 0 and "disruption budget" in second.stderr, second.stderr

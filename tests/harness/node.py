@@ -315,6 +315,10 @@ class Node:
         admin = self.api.kubeconfig
         self._start_containerd()
         self._import_base_images()
+        # Before the controller-manager: it maps kinds from discovery at start and refreshes only
+        # every 30 s, and until then a member PodDisruptionBudget (whose pods' owner is an
+        # EtcdCluster) fails to sync with "no matches for kind EtcdCluster" and allows nothing.
+        self.api.apply_crds()
         self._spawn(
             "kube-controller-manager",
             [
