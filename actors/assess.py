@@ -125,7 +125,9 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
         return Phase.RUNNING if converged and quorum_ok else Phase.CREATING
     if not quorum_ok:
         return Phase.FAILED
-    if previous in (Phase.FAILED, Phase.RECOVERING):
+    if previous is Phase.FAILED:
+        return Phase.RECOVERING  # always shown on the way back, however quickly it goes
+    if previous is Phase.RECOVERING:
         whole = converged and len(observed.healthy_voters()) == spec.size
         return Phase.RUNNING if whole else Phase.RECOVERING
     if converged:

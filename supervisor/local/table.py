@@ -130,7 +130,8 @@ class StatusBoard:
         """Draw the current state now if it differs from what is shown."""
         self._pending = False
         self._last_draw = time.monotonic()
-        width = shutil.get_terminal_size().columns if self._tty else 120
+        # A terminal's lines are cut to fit it; written elsewhere (a file, a pipe) they stay whole.
+        width = shutil.get_terminal_size().columns if self._tty else 0
         text = render_status_table(
             self._statuses, width=width, problems=self._problems, env_command=self._env_command
         )

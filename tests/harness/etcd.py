@@ -27,11 +27,10 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -40,6 +39,7 @@ import pytest
 
 from supervisor import pki
 from tests.harness.components import missing
+from tests.harness.poll import until
 
 ETCD34_PATH = Path("/usr/bin/etcd")
 STOP_GRACE_SECONDS = 5.0
@@ -460,20 +460,14 @@ def _port_open(port: int) -> bool:
 
 
 def wait_until(
-    condition: object,
+    condition: Callable[[], object],
     what: str,
     *,
     timeout: float = 30.0,
     interval: float = 0.1,
-    on_timeout: object = None,
+    on_timeout: Callable[[], str] | None = None,
 ) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            details = on_timeout() if callable(on_timeout) else ""
-            raise TimeoutError(f"timed out waiting for {what}\n{details}")
-        time.sleep(interval)
+    until(condition, within=timeout, every=interval, what=what, details=on_timeout)
 
 
 @contextmanager

@@ -56,6 +56,7 @@ EXPECTED_DEFAULT_SPEC = {
     "storage": {"size": "10Gi", "reclaimPolicy": "Retain"},
     "security": {"tls": {"enabled": True}},
     "debug": {"networkSidecar": False},
+    "health": {"unresponsiveAfter": "30s"},
 }
 
 
@@ -85,6 +86,14 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
         "security": {"tls": {"enabled": False}},
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
         "debug": {"networkSidecar": True},
+        "health": {"unresponsiveAfter": "2m"},
+        "backup": {
+            "schedule": "0 */6 * * *",
+            "retention": {"keep": 7, "maxAge": "168h"},
+            "verify": True,
+            "store": {"s3": {"bucket": "etcd-backups", "prefix": "etcd/", "credentialsSecret": "s3-creds"}},
+        },
+        "restore": {"store": {"gcs": {"bucket": "old-backups"}}, "key": "etcd/default/x/b.db"},
     }
     server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("full", spec))
     assert get(server, kube_namespace, "full")["spec"] == spec
@@ -123,6 +132,27 @@ REJECTED = {
         {"resources": {"requests": {"memory": "lots"}}},
         "spec.resources.requests.memory",
         "should match",
+    ),
+    "unresponsive-after-word": (
+        {"health": {"unresponsiveAfter": "soon"}},
+        "spec.health.unresponsiveAfter",
+        "should match",
+    ),
+    "backup-two-stores": (
+        {"backup": {"store": {"local": {"path": "/b"}, "s3": {"bucket": "abc"}}}},
+        "spec.backup.store",
+        "exactly one store",
+    ),
+    "backup-no-store": ({"backup": {"schedule": "* * * * *"}}, "spec.backup.store", "Required value"),
+    "backup-schedule-six-fields": (
+        {"backup": {"schedule": "0 0 */6 * * *", "store": {"local": {"path": "/b"}}}},
+        "spec.backup.schedule",
+        "should match",
+    ),
+    "restore-key-without-store": (
+        {"restore": {"key": "a.db"}},
+        "spec.restore",
+        "backupName, or both store and key",
     ),
 }
 

@@ -11,6 +11,7 @@ import trio
 
 from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
 from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
+from tests.harness.poll import eventually
 from tests.kube.clients import clients
 
 pytestmark = pytest.mark.slow
@@ -48,9 +49,7 @@ class LeadingBody:
 
 
 async def wait_until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.05)
+    await eventually(predicate, within=timeout, every=0.05)
 
 
 async def test_a_second_replica_stays_passive_until_the_first_releases(

@@ -33,6 +33,7 @@ from supervisor.kube.leader import LeaderElectionConfig
 from supervisor.kube.operator import run_operator
 from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
 from tests.harness.kubelet import Kubelet, open_kubelet
+from tests.harness.poll import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -73,14 +74,13 @@ async def operator_with_kubelet(
 async def wait_for(
     admin: KubeClient, path: str, predicate: Callable[[dict[str, Any]], bool], timeout: float
 ) -> dict[str, Any]:
-    last: dict[str, Any] | None = None
-    with trio.move_on_after(timeout):
-        while True:
-            last = await admin.get_or_none(path)
-            if last is not None and predicate(last):
-                return last
-            await trio.sleep(0.3)
-    raise AssertionError(f"{path}: not reached in {timeout}s; last: {(last or {}).get('status')}")
+    return await eventually(
+        lambda: admin.get_or_none(path),
+        lambda obj: obj is not None and predicate(obj),
+        within=timeout,
+        every=0.3,
+        what=path,
+    )
 
 
 def cluster_body(name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -284,9 +284,11 @@ async def test_a_replacement_after_a_refused_tls_switch_keeps_the_scheme_in_forc
 
         def replaced(o: dict[str, Any]) -> bool:
             members = (o.get("status") or {}).get("members", [])
-            return len(members) == 3 and all(mem["healthy"] for mem in members) and victim["name"] not in {
-                mem["name"] for mem in members
-            }
+            return (
+                len(members) == 3
+                and all(mem["healthy"] for mem in members)
+                and victim["name"] not in {mem["name"] for mem in members}
+            )
 
         obj = await wait_for(admin, path, replaced, timeout=120)
         assert all(mem["peerURL"].startswith("http://") for mem in obj["status"]["members"])

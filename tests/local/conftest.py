@@ -16,6 +16,7 @@ from supervisor.etcd.tls import TlsFiles
 from supervisor.local import LocalRuntime, open_local_runtime
 from supervisor.local.runtime import default_etcd_binary
 from tests.harness.components import missing
+from tests.harness.poll import eventually
 from tests.harness.procs import kill_all_mentioning
 
 BIN = Path(sys.executable).parent
@@ -79,14 +80,9 @@ async def wait_member(
     cluster: ClusterRef = CLUSTER,
     within: float = 20,
 ) -> RuntimeMember:
-    last = None
-    with trio.move_on_after(within):
-        while True:
-            last = await member(rt, name, cluster)
-            if check(last):
-                return last
-            await trio.sleep(0.05)
-    raise AssertionError(f"{name} never met the condition within {within} s; last seen {last}")
+    return await eventually(
+        lambda: member(rt, name, cluster), check, within=within, every=0.05, what=f"member {name}"
+    )
 
 
 async def wait_running(rt: LocalRuntime, name: str, **kw: object) -> RuntimeMember:
