@@ -9,14 +9,16 @@ two parts as layers of our own: no base image can be pulled here); on another cl
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from supervisor.kube.leader import LEASE_NAME
 from tests.e2e.conftest import Cluster
-from tests.e2e.test_members import TIMINGS, assert_no_member_failed, form_cluster
+from tests.e2e.test_members import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
 from tests.harness import images
 from tests.harness.components import require
 from tests.harness.kube import OPERATOR_NAMESPACE, REPO, require_helm
@@ -98,3 +100,35 @@ def test_helm_installed_operator_forms_a_tls_cluster(
         assert_no_member_failed(seen)
     finally:
         subprocess.run([*install, "uninstall", "rel", "--wait"], capture_output=True, text=True, timeout=120)
+
+
+def test_standby_operator_takes_over_when_the_leader_pod_dies(
+    e2e_cluster: Cluster, e2e_namespace: str, deployed_operator: None
+) -> None:
+    _, seen = form_cluster(e2e_cluster, e2e_namespace, "ha", tls=True)
+    assert_no_member_failed(seen)
+
+    def holder() -> str:
+        lease = e2e_cluster.get_json("lease", LEASE_NAME, namespace=OPERATOR_NAMESPACE)
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    leader = holder()
+    start = time.monotonic()
+    # Gone at once, as when its node dies: no graceful hand-over of the Lease.
+    e2e_cluster.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, leader, "--grace-period=0", "--force")
+    new = wait_for("another replica holding the Lease", lambda: (h := holder()) not in ("", leader) and h, 60)
+    print(f"\noperator leader {leader} killed -> {new} leads after {time.monotonic() - start:.2f}s")
+
+    # The new leader carries on: a member pod deleted now is replaced.
+    old_uid = e2e_cluster.get_json("pod", "ha-1", namespace=e2e_namespace)["metadata"]["uid"]
+    e2e_cluster.kubectl("delete", "pod", "-n", e2e_namespace, "ha-1", "--wait=false")
+
+    def replaced() -> bool:
+        out = e2e_cluster.kubectl("get", "pod", "-n", e2e_namespace, "ha-1", "-o", "json", check=False)
+        return (
+            out.returncode == 0
+            and json.loads(out.stdout)["metadata"]["uid"] != old_uid
+            and is_ready(json.loads(out.stdout))
+        )
+
+    wait_for("ha-1 replaced by the new leader", replaced, 90)
