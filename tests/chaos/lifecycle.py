@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -72,3 +73,19 @@ async def open_local_supervisor(
         state_dir, timing=timing, wrap=wrap, children=children, stores=stores
     ) as sup:
         yield LocalSupervisor(sup)
+
+
+async def follow_members(sup: LocalSupervisor, ref: ClusterRef, *clients: Any) -> None:
+    """Keep each client's `endpoints` list on the cluster's voting members as the status shows
+    them, so workloads follow members as they come and go."""
+    while True:
+        status = sup.recorder.statuses.get(ref)
+        urls = (
+            [m.client_url for m in status.members if m.client_url and m.role.value != "learner"]
+            if status
+            else []
+        )
+        if urls:
+            for client in clients:
+                client.endpoints[:] = urls
+        await trio.sleep(0.3)

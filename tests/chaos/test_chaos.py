@@ -12,20 +12,9 @@ import trio
 
 from actors.model import Role
 from tests.chaos.faults import AckedWriter, FaultPlan, with_faults
-from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
+from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
 from tests.harness.procs import etcd_pids_under
-
-
-async def keep_endpoints_current(sup, ref, *clients):
-    while True:
-        status = sup.recorder.statuses.get(ref)
-        if status is not None:
-            urls = [m.client_url for m in status.members if m.client_url and m.role is not Role.LEARNER]
-            if urls:
-                for client in clients:
-                    client.endpoints[:] = urls
-        await trio.sleep(0.3)
 
 
 def member(status, name):
@@ -45,7 +34,7 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
         async with trio.open_nursery() as writers:
             writers.start_soon(writer.run)
             writers.start_soon(workload.run)
-            writers.start_soon(keep_endpoints_current, sup, demo.ref, writer, workload)
+            writers.start_soon(follow_members, sup, demo.ref, writer, workload)
 
             # 1. SIGKILL each member in turn, the leader included; each comes back from its data.
             for name in ["demo-0", "demo-1", "demo-2"]:

@@ -9,7 +9,7 @@ import attrs
 import trio
 
 from actors.model import HealthSpec
-from tests.chaos.lifecycle import is_healthy, open_local_supervisor, resource
+from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
 
 
@@ -25,14 +25,27 @@ async def test_bootstrap_one_member_at_a_time_then_scale_up_and_down(tmp_path):
         adds = [r for r in reasons if r in ("LearnerAdded", "LearnerPromoted")]
         assert adds == ["LearnerAdded", "LearnerPromoted", "LearnerAdded", "LearnerPromoted"]
 
-        await sup.fleet.apply([resource(size=5, generation=2)])
-        status = await sup.wait_healthy(demo.ref, 5)
-        assert status.observed_generation == 2
+        # Scale up and down under a client workload whose history must stay linearizable; it
+        # follows the members as they come and go.
+        workload = KvWorkload(endpoints=[m.client_url for m in status.members], max_operations=100_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            nursery.start_soon(follow_members, sup, demo.ref, workload)
+            await workload.wait_for_more(50)
+            await sup.fleet.apply([resource(size=5, generation=2)])
+            status = await sup.wait_healthy(demo.ref, 5)
+            assert status.observed_generation == 2
+            await workload.wait_for_more(50)
 
-        await sup.fleet.apply([resource(size=3, generation=3)])
-        status = await sup.wait_healthy(demo.ref, 3)
+            await sup.fleet.apply([resource(size=3, generation=3)])
+            status = await sup.wait_healthy(demo.ref, 3)
+            await workload.wait_for_more(50)
+            nursery.cancel_scope.cancel()
         # Scale-down removed the newest members, and none of them was the leader at the time.
         assert sorted(m.name for m in status.members) == ["demo-0", "demo-1", "demo-2"]
+        verdict = await workload.check(tmp_path / "history")
+        print(f"linearizability: {verdict.operations} operations checked")
+        assert verdict.ok, verdict.report
 
 
 async def test_a_killed_member_is_restarted_with_its_data(tmp_path):
