@@ -59,8 +59,11 @@ log = logging.getLogger(__name__)
 @frozen
 class Timing:
     tick: float = 1.0  # health tick: probes, and a fresh look at everything
-    # A member that just started is probed this often until it serves (at most one tick).
+    # A member that just started is probed this often until it serves, for at most
+    # eager_window: a pod may take seconds to be scheduled and started, and its status only
+    # shows it running up to a kubelet relist later, so the member's own answer comes first.
     eager_probe_interval: float = 0.1
+    eager_window: float = 5.0
     call_timeout: float = 5.0  # one etcd or runtime call
     probe_timeout: float = 1.0
     health_ttl: float = 3.0  # a probe older than this no longer counts
@@ -195,7 +198,7 @@ class MemberActors:
                 report,
                 probe_timeout=timing.probe_timeout,
                 eager_interval=timing.eager_probe_interval,
-                eager_window=timing.tick,
+                eager_window=timing.eager_window,
             ),
             mailbox_capacity=4,
             coalesce_key=lambda probe: ("probe", probe.eager),
@@ -321,10 +324,15 @@ class ClusterActor(Actor[ClusterMessage]):
         )
 
     def _fresh_health(self) -> dict[str, MemberHealth | None]:
+        """Probe answers young enough to count, and given by the member's current process."""
         now = trio.current_time()
         names = {r.name for r in self._runtime}
         self._health = {n: v for n, v in self._health.items() if n in names}
-        return {n: h for n, (h, at) in self._health.items() if now - at <= self._timing.health_ttl}
+        return {
+            n: h
+            for n, (h, at) in self._health.items()
+            if now - at <= self._timing.health_ttl and at >= (self._times.started_at(n) or at)
+        }
 
     async def _member_list(self, endpoints: list[str]) -> tuple[EtcdMember, ...] | None:
         if not endpoints:

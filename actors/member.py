@@ -5,8 +5,8 @@ actor can crash or be restarted at any point and nothing is lost but one probe.
 
 A member that has just started (or restarted) answers within moments, and the cluster's next
 step usually waits on that answer. An eager probe therefore asks again every short interval
-until the member serves with a leader, for at most one tick, instead of leaving the step to
-wait for the next tick.
+until the member serves with a leader (for at most Timing.eager_window), instead of leaving
+the step to wait for the next tick or for the runtime to report it running.
 """
 
 from __future__ import annotations

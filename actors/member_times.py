@@ -34,21 +34,25 @@ class MemberTimes:
         names = set()
         for r in runtime:
             names.add(r.name)
-            key = (r.state, r.pid)
-            if r.name in self._restarted_unseen and r.state in _UP:
-                self._up_since[r.name] = now
-            if self._seen.get(r.name) == key:
-                continue
-            self._seen[r.name] = key
-            if r.state in _UP:
-                self._up_since[r.name] = now  # a (re)start: silence counts from here
-                self._down_since.pop(r.name, None)
-            else:
+            before = self._seen.get(r.name)
+            self._seen[r.name] = (r.state, r.pid)
+            if r.state not in _UP:
                 self._down_since.setdefault(r.name, now)
                 self._up_since.pop(r.name, None)
+                continue
+            # A start: up after being down (or unknown), a new pid, or a restart of ours. Starting
+            # turning into running is the same process: its answers still count.
+            started = before is None or before[0] not in _UP or before[1] != r.pid
+            if started or r.name in self._restarted_unseen:
+                self._up_since[r.name] = now  # silence counts from here
+                self._down_since.pop(r.name, None)
         self._restarted_unseen.clear()
         for gone in set(self._seen) - names:
             self._forget(gone)
+
+    def started_at(self, name: str) -> float | None:
+        """When the member was last seen (re)starting; None while it is stopped or unknown."""
+        return self._up_since.get(name)
 
     def answered(self, name: str, now: float) -> None:
         self._answered_at[name] = now

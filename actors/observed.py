@@ -7,6 +7,7 @@ same `Observed`, so they can never disagree about which member is healthy or who
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cached_property
 
 from attrs import field, frozen
 
@@ -17,7 +18,7 @@ def quorum(voters: int) -> int:
     return voters // 2 + 1
 
 
-@frozen
+@frozen(slots=False)  # not slotted: the lookups below are computed once per Observed
 class Observed:
     """One cluster's facts at one moment, as the cluster actor gathered them."""
 
@@ -37,17 +38,30 @@ class Observed:
     # --- the runtime side --------------------------------------------------------------------
 
     def runtime_by_name(self) -> dict[str, RuntimeMember]:
+        return dict(self._by_name)
+
+    @cached_property
+    def _by_name(self) -> dict[str, RuntimeMember]:
         return {m.name: m for m in self.runtime}
 
+    @cached_property
+    def _by_peer_url(self) -> dict[str, RuntimeMember]:
+        return {r.urls.peer_url: r for r in reversed(self.runtime)}  # the first listed wins
+
     def runtime_for(self, member: EtcdMember) -> RuntimeMember | None:
-        for r in self.runtime:
-            if r.urls.peer_url in member.peer_urls:
-                return r
+        for url in member.peer_urls:
+            found = self._by_peer_url.get(url)
+            if found is not None:
+                return found
         return None
 
     def is_healthy(self, name: str) -> bool:
-        r = self.runtime_by_name().get(name)
-        if r is None or r.state is not ProcessState.RUNNING:
+        # A member that answers is healthy even while its runtime still calls it starting: a
+        # pod's status trails its container by up to a kubelet relist (a second), and waiting
+        # for it would cost every step of a bootstrap that second. Answers from before the
+        # member's latest start never get here (the cluster actor drops them).
+        r = self._by_name.get(name)
+        if r is None or r.state not in (ProcessState.STARTING, ProcessState.RUNNING):
             return False
         h = self.health.get(name)
         return h is not None and not h.errors

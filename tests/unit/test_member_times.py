@@ -3,7 +3,7 @@
 import attrs
 
 from actors.member_times import MemberTimes
-from tests.unit.facts import EXITED, RUNNING, rt
+from tests.unit.facts import EXITED, RUNNING, STARTING, rt
 
 
 def test_silence_counts_from_the_last_answer_or_the_last_start():
@@ -36,3 +36,13 @@ def test_stops_are_timed_from_when_first_seen_and_gone_members_are_forgotten():
     assert times.stopped_for(12.0) == {} and times.silent_for(12.0) == {"demo-0": 1.0}
     times.seen([], now=13.0)
     assert times.silent_for(14.0) == {}
+
+
+def test_starting_turning_running_is_the_same_process_not_a_restart():
+    times = MemberTimes()
+    times.seen([rt(0, STARTING)], now=1.0)
+    times.seen([rt(0, RUNNING)], now=2.0)
+    assert times.started_at("demo-0") == 1.0
+    times.seen([rt(0, EXITED)], now=3.0)
+    times.seen([rt(0, STARTING)], now=4.0)
+    assert times.started_at("demo-0") == 4.0

@@ -181,3 +181,11 @@ def test_a_seed_that_keeps_failing_is_not_restarted_in_a_tight_loop():
         and "restarting in 6s" in wait.reason
     )
     assert membership_unknown(THREE, attrs.evolve(facts, stopped_for={"demo-0": 8.0})) == StartSeed("demo-0")
+
+
+def test_a_member_that_answers_counts_as_healthy_while_its_runtime_still_says_starting():
+    runtime, members, health = cluster(3)
+    runtime[2] = rt(2, STARTING)  # a pod whose status trails its container
+    assert observed(runtime, members, health).is_healthy("demo-2")
+    del health["demo-2"]
+    assert not observed(runtime, members, health).is_healthy("demo-2")
