@@ -43,6 +43,7 @@ from actors.model import (
     RuntimeMember,
 )
 from actors.ports import ClusterPorts
+from supervisor.gc_policy import tune_for_many_actors
 
 CLUSTERS = int(os.environ.get("BENCH_CLUSTERS", "1000"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
@@ -227,6 +228,7 @@ async def run() -> dict[str, object]:
 
 
 def main() -> None:
+    tune_for_many_actors()  # as `etcd-supervisor` does at start
     report = trio.run(run)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "fleet.json").write_text(json.dumps(report, indent=2) + "\n")

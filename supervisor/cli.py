@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from supervisor import __version__
+from supervisor.gc_policy import tune_for_many_actors
 from supervisor.logs import configure_logging
 
 
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    tune_for_many_actors()
     if args.command == "local" and args.cluster is not None:
         if args.file != "env":
             parser.error(
