@@ -497,3 +497,38 @@ def test_scale_up_and_down_and_the_disruption_budget(
     assert evict("sc-2").returncode == 0
     second = evict("sc-1")
     assert second.returncode != 0 and "disruption budget" in second.stderr, second.stderr
+
+
+def test_a_member_whose_volume_is_deleted_is_replaced_by_a_new_member(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+) -> None:
+    """Its claim and pod deleted, a member's data is gone: the operator removes it from etcd and a
+    new member (a new name, a new claim) joins as a learner; the data written before is kept."""
+    _, seen = form_cluster(e2e_cluster, e2e_namespace, "lose", tls=True)
+    assert_no_member_failed(seen)
+    ns = ["-n", e2e_namespace]
+    tls = [
+        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
+        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
+        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
+    ]
+    local = ["--endpoints=https://localhost:2379", *tls]
+    e2e_cluster.kubectl("exec", *ns, "lose-0", "--", "etcdctl", *local, "put", "kept", "yes")
+
+    start = time.monotonic()
+    e2e_cluster.kubectl("delete", "pvc", *ns, m.volume_claim_name("lose-1"), "--wait=false")
+    e2e_cluster.kubectl("delete", "pod", *ns, "lose-1", "--wait=false")
+
+    def replaced() -> bool:
+        status = e2e_cluster.get_json("etcdcluster", "lose", namespace=e2e_namespace).get("status") or {}
+        names = {mem["name"] for mem in status.get("members", [])}
+        return status.get("phase") == "Running" and len(names) == 3 and "lose-1" not in names
+
+    wait_for("lose-1 replaced by a new member and the cluster Running", replaced, 180)
+    print(f"\nmember volume deleted -> new member, cluster Running in {time.monotonic() - start:.2f}s")
+    status = e2e_cluster.get_json("etcdcluster", "lose", namespace=e2e_namespace)["status"]
+    newcomer = next(mem["name"] for mem in status["members"] if mem["name"] not in ("lose-0", "lose-2"))
+    got = e2e_cluster.kubectl(
+        "exec", *ns, newcomer, "--", "etcdctl", *local, "get", "--consistency=s", "--print-value-only", "kept"
+    )
+    assert got.stdout.strip() == "yes"
