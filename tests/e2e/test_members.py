@@ -274,6 +274,15 @@ def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[s
     return flags
 
 
+# etcdctl inside a member pod: the member's own certificate, as mounted by the pod spec.
+IN_POD_TLS = [
+    f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
+    f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
+    f"--key={m.TLS_DIR}/{m.TLS_KEY}",
+]
+IN_POD_LOCAL = ["--endpoints=https://localhost:2379", *IN_POD_TLS]
+
+
 def test_operator_forms_a_tls_cluster_of_real_pods(
     e2e_cluster: Cluster, e2e_namespace: str, operator: Path, tmp_path: Path
 ) -> None:
@@ -311,12 +320,7 @@ def test_operator_forms_a_tls_cluster_of_real_pods(
         ]
     )
     subprocess.run(put, check=True, capture_output=True, text=True, timeout=30)
-    in_pod = [
-        f"--endpoints=https://{m.client_service_hosts(ref)[2]}:{m.CLIENT_PORT}",
-        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
-        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
-        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
-    ]
+    in_pod = [f"--endpoints=https://{m.client_service_hosts(ref)[2]}:{m.CLIENT_PORT}", *IN_POD_TLS]
     got = e2e_cluster.kubectl(
         "exec", *ns, "demo-2", "--", "etcdctl", *in_pod, "get", "--print-value-only", "greeting"
     )
@@ -346,12 +350,7 @@ def test_deleted_member_pod_comes_back_on_its_own_volume(
     _, seen = form_cluster(e2e_cluster, e2e_namespace, "heal", tls=True)
     assert_no_member_failed(seen)
     ns = ["-n", e2e_namespace]
-    tls = [
-        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
-        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
-        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
-    ]
-    local = ["--endpoints=https://localhost:2379", *tls]
+    local = IN_POD_LOCAL
     e2e_cluster.kubectl("exec", *ns, "heal-0", "--", "etcdctl", *local, "put", "kept", "yes")
     old = e2e_cluster.get_json("pod", "heal-1", namespace=e2e_namespace)
 
@@ -413,11 +412,6 @@ def test_operator_forms_a_tls_cluster_on_other_etcd_versions(
 
 
 def voting_members(cluster: Cluster, namespace: str, pod: str) -> list[str]:
-    tls = [
-        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
-        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
-        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
-    ]
     out = cluster.kubectl(
         "exec",
         "-n",
@@ -425,8 +419,7 @@ def voting_members(cluster: Cluster, namespace: str, pod: str) -> list[str]:
         pod,
         "--",
         "etcdctl",
-        "--endpoints=https://localhost:2379",
-        *tls,
+        *IN_POD_LOCAL,
         "member",
         "list",
         "-w",
@@ -507,12 +500,7 @@ def test_a_member_whose_volume_is_deleted_is_replaced_by_a_new_member(
     _, seen = form_cluster(e2e_cluster, e2e_namespace, "lose", tls=True)
     assert_no_member_failed(seen)
     ns = ["-n", e2e_namespace]
-    tls = [
-        f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
-        f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
-        f"--key={m.TLS_DIR}/{m.TLS_KEY}",
-    ]
-    local = ["--endpoints=https://localhost:2379", *tls]
+    local = IN_POD_LOCAL
     e2e_cluster.kubectl("exec", *ns, "lose-0", "--", "etcdctl", *local, "put", "kept", "yes")
 
     start = time.monotonic()
