@@ -20,6 +20,8 @@ from actors.backup.schedule import valid_schedule
 from actors.model import (
     API_GROUP,
     API_VERSION,
+    DEFAULT_FRAGMENTATION_RATIO,
+    DEFAULT_MIN_RECLAIM,
     DEFAULT_REPOSITORY,
     DEFAULT_SIZE,
     DEFAULT_STORAGE_SIZE,
@@ -29,16 +31,20 @@ from actors.model import (
     KIND,
     MAX_SIZE,
     MIN_SIZE,
+    AutoCompactionSpec,
     BackupSpec,
     BackupStatus,
     ClusterRef,
     ClusterResource,
     ClusterSpec,
     ClusterStatus,
+    CompactionMode,
     Condition,
+    DefragSpec,
     GcsStore,
     HealthSpec,
     LocalStore,
+    MaintenanceSpec,
     MemberStatus,
     ReclaimPolicy,
     ResourceSpec,
@@ -150,6 +156,7 @@ SPEC_FIELDS = {
     "debug",
     "health",
     "backup",
+    "maintenance",
 }
 
 
@@ -209,6 +216,7 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
         health=HealthSpec(unresponsive_after=_unresponsive_after(r, health)),
         backup=parse_backup(spec, r),
         restore=parse_restore(spec, r),
+        maintenance=parse_maintenance(spec, r),
     )
 
 
@@ -266,6 +274,70 @@ def parse_restore(spec: Mapping[str, Any], r: _Reader) -> RestoreSpec | None:
         r.fail("spec.restore.revision", "point-in-time restore needs incremental backups: not supported yet")
     store = parse_store(doc["store"], "spec.restore.store", r) if has_store else None
     return RestoreSpec(backup_name=name, store=store, key=key)
+
+
+def parse_maintenance(spec: Mapping[str, Any], r: _Reader) -> MaintenanceSpec:
+    doc = r.mapping(
+        spec, "maintenance", "spec.maintenance", {"defrag", "autoCompaction", "quotaBackendBytes"}
+    )
+    quota = r.string(doc, "quotaBackendBytes", "spec.maintenance.quotaBackendBytes", None)
+    if quota is not None and not _positive_quantity(quota):
+        r.fail(
+            "spec.maintenance.quotaBackendBytes", f"must be a positive quantity such as 8Gi (got {quota!r})"
+        )
+        quota = None
+    return MaintenanceSpec(
+        defrag=_defrag(doc, r) if doc.get("defrag") is not None else None,
+        auto_compaction=_auto_compaction(doc, r) if doc.get("autoCompaction") is not None else None,
+        quota_backend_bytes=quota,
+    )
+
+
+def _defrag(doc: Mapping[str, Any], r: _Reader) -> DefragSpec:
+    where = "spec.maintenance.defrag"
+    defrag = r.mapping(doc, "defrag", where, {"schedule", "fragmentationRatio", "minReclaim"})
+    schedule = r.string(defrag, "schedule", f"{where}.schedule", None)
+    if schedule is not None and not valid_schedule(schedule):
+        r.fail(
+            f"{where}.schedule",
+            f"must be a 5-field cron schedule in UTC such as '0 3 * * *' (got {schedule!r})",
+        )
+        schedule = None
+    ratio = defrag.get("fragmentationRatio", DEFAULT_FRAGMENTATION_RATIO)
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+        r.fail(f"{where}.fragmentationRatio", f"must be a number from 0 to 1 (got {ratio!r})")
+        ratio = DEFAULT_FRAGMENTATION_RATIO
+    reclaim = r.string(defrag, "minReclaim", f"{where}.minReclaim", DEFAULT_MIN_RECLAIM) or ""
+    if not QUANTITY_PATTERN.match(reclaim):
+        r.fail(f"{where}.minReclaim", f"must be a quantity such as 64Mi (got {reclaim!r})")
+        reclaim = DEFAULT_MIN_RECLAIM
+    return DefragSpec(schedule=schedule, fragmentation_ratio=float(ratio), min_reclaim=reclaim)
+
+
+def _auto_compaction(doc: Mapping[str, Any], r: _Reader) -> AutoCompactionSpec:
+    where = "spec.maintenance.autoCompaction"
+    compaction = r.mapping(doc, "autoCompaction", where, {"mode", "retention"})
+    mode = r.string(compaction, "mode", f"{where}.mode", CompactionMode.PERIODIC.value)
+    if mode not in {m.value for m in CompactionMode}:
+        r.fail(f"{where}.mode", f"must be periodic or revision (got {mode!r})")
+        mode = CompactionMode.PERIODIC.value
+    retention = compaction.get("retention", "1h")
+    if mode == CompactionMode.REVISION and isinstance(retention, int) and not isinstance(retention, bool):
+        retention = str(retention)  # YAML reads 10000 as a number; etcd's flag takes it as text
+    if not isinstance(retention, str):
+        r.fail(f"{where}.retention", f"must be a string (got {retention!r})")
+        retention = "1h" if mode == CompactionMode.PERIODIC else "0"
+    elif mode == CompactionMode.REVISION and not retention.isdigit():
+        r.fail(
+            f"{where}.retention", f"must be a whole number of revisions for mode revision (got {retention!r})"
+        )
+    elif mode == CompactionMode.PERIODIC and not DURATION_PATTERN.match(retention):
+        r.fail(f"{where}.retention", f"must be a duration such as 1h for mode periodic (got {retention!r})")
+    return AutoCompactionSpec(mode=CompactionMode(mode), retention=retention)
+
+
+def _positive_quantity(text: str) -> bool:
+    return bool(QUANTITY_PATTERN.match(text)) and float(re.sub(r"[^0-9.]", "", text) or 0) > 0
 
 
 def _unresponsive_after(r: _Reader, health: Mapping[str, Any]) -> str:
@@ -471,6 +543,10 @@ def _member_to_dict(m: MemberStatus) -> dict[str, Any]:
     }
     if m.pid is not None:
         out["pid"] = m.pid
+    if m.db_size is not None:
+        out["dbSize"] = m.db_size
+    if m.db_size_in_use is not None:
+        out["dbSizeInUse"] = m.db_size_in_use
     return out
 
 

@@ -167,6 +167,63 @@ class RestoreSpec:
     revision: int | None = None  # point in time (needs incremental backups)
 
 
+# --- maintenance (spec.maintenance) ----------------------------------------------------------
+
+# etcd's own backend quota when none is set (--quota-backend-bytes=0 means this).
+DEFAULT_QUOTA_BYTES = 2 * 1024**3
+DEFAULT_FRAGMENTATION_RATIO = 0.5
+DEFAULT_MIN_RECLAIM = "64Mi"
+_QUANTITY_UNITS = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}  # fmt: skip
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+
+
+def quantity_bytes(text: str) -> int:
+    """Bytes in a Kubernetes quantity such as 8Gi or 500M; ValueError when it is not one."""
+    found = _QUANTITY.match(text)
+    if not found:
+        raise ValueError(f"not a quantity such as 8Gi or 500M: {text!r}")
+    return int(float(found.group(1)) * _QUANTITY_UNITS[found.group(2) or ""])
+
+
+class CompactionMode(enum.StrEnum):
+    """etcd's --auto-compaction-mode: keep a time window, or a number of revisions."""
+
+    PERIODIC = "periodic"
+    REVISION = "revision"
+
+
+@frozen
+class AutoCompactionSpec:
+    mode: CompactionMode = CompactionMode.PERIODIC
+    # periodic: a Go duration (1h); revision: how many revisions to keep ("10000").
+    retention: str = "1h"
+
+
+@frozen
+class DefragSpec:
+    """When members are defragmented: on a schedule, and whenever enough space is reclaimable."""
+
+    schedule: str | None = None  # 5-field cron, UTC
+    # Defragment a member when this share of its database file is free and at least
+    # min_reclaim bytes would be given back.
+    fragmentation_ratio: float = DEFAULT_FRAGMENTATION_RATIO
+    min_reclaim: str = DEFAULT_MIN_RECLAIM
+
+
+@frozen
+class MaintenanceSpec:
+    defrag: DefragSpec | None = None  # None: defragment only to recover from NOSPACE
+    auto_compaction: AutoCompactionSpec | None = None  # None: etcd keeps all history until compacted
+    quota_backend_bytes: str | None = None  # a quantity (8Gi); None: etcd's default, 2 GiB
+
+    @property
+    def quota_bytes(self) -> int:
+        return quantity_bytes(self.quota_backend_bytes) if self.quota_backend_bytes else DEFAULT_QUOTA_BYTES
+
+
 @frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
@@ -182,6 +239,7 @@ class ClusterSpec:
     health: HealthSpec = field(factory=HealthSpec)
     backup: BackupSpec | None = None
     restore: RestoreSpec | None = None
+    maintenance: MaintenanceSpec = field(factory=MaintenanceSpec)
 
     @property
     def image_family(self) -> ImageFamily:
@@ -241,6 +299,8 @@ class MemberStatus:
     role: Role = Role.UNKNOWN
     healthy: bool = False
     pid: int | None = None  # local runtime only
+    db_size: int | None = None  # bytes of the member's database file (None: not answering)
+    db_size_in_use: int | None = None  # bytes of it holding data; the rest is reclaimable
 
 
 @frozen
@@ -344,6 +404,14 @@ class MemberHealth:
     is_learner: bool
     db_size: int
     errors: tuple[str, ...] = ()
+    db_size_in_use: int = 0
+    # Alarms raised in the cluster, as this member reports them ("NOSPACE"). Not errors: a
+    # member under the NOSPACE alarm is healthy, it only refuses writes.
+    alarms: tuple[str, ...] = ()
+
+    @property
+    def reclaimable(self) -> int:
+        return max(self.db_size - self.db_size_in_use, 0) if self.db_size_in_use else 0
 
 
 def member_name(cluster: ClusterRef, ordinal: int) -> str:

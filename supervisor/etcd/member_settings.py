@@ -12,4 +12,25 @@ about 1 s; the guard it adds is the one the plan already holds.
 
 from __future__ import annotations
 
+from actors.model import ClusterSpec, MaintenanceSpec
+
 SUPERVISED_MEMBER_SETTINGS: tuple[tuple[str, str], ...] = (("strict-reconfig-check", "false"),)
+
+
+def maintenance_settings(maintenance: MaintenanceSpec) -> tuple[tuple[str, str], ...]:
+    """spec.maintenance as etcd flags: only what is set (unset keeps the runtime's default)."""
+    out: list[tuple[str, str]] = []
+    compaction = maintenance.auto_compaction
+    if compaction is not None:
+        out += [
+            ("auto-compaction-mode", compaction.mode.value),
+            ("auto-compaction-retention", compaction.retention),
+        ]
+    if maintenance.quota_backend_bytes is not None:
+        out.append(("quota-backend-bytes", str(maintenance.quota_bytes)))
+    return tuple(out)
+
+
+def member_settings(spec: ClusterSpec) -> tuple[tuple[str, str], ...]:
+    """The etcd settings of a member of `spec` that both runtimes pass the same way."""
+    return SUPERVISED_MEMBER_SETTINGS + maintenance_settings(spec.maintenance)

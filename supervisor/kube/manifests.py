@@ -24,7 +24,7 @@ from actors.model import (
     MemberLaunch,
     MemberUrls,
 )
-from supervisor.etcd.member_settings import SUPERVISED_MEMBER_SETTINGS
+from supervisor.etcd.member_settings import member_settings
 
 Obj = dict[str, Any]
 
@@ -302,7 +302,7 @@ def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[t
         ("initial-cluster", launch.initial_cluster_flag()),
         ("initial-cluster-state", launch.initial_cluster_state),
         ("initial-cluster-token", token),
-        *SUPERVISED_MEMBER_SETTINGS,
+        *member_settings(launch.spec),
     ]
     if launch.spec.tls_enabled:
         ca, cert, key = f"{TLS_DIR}/{TLS_CA_CERT}", f"{TLS_DIR}/{TLS_CERT}", f"{TLS_DIR}/{TLS_KEY}"

@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from actors.model import MemberLaunch
-from supervisor.etcd.member_settings import SUPERVISED_MEMBER_SETTINGS
+from supervisor.etcd.member_settings import member_settings
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local.layout import MemberLayout
 
@@ -46,8 +46,7 @@ def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: Tls
         f"--initial-cluster={launch.initial_cluster_flag()}",
         f"--initial-cluster-state={launch.initial_cluster_state}",
         f"--initial-cluster-token={cluster_token(launch)}",
-        *LOCAL_FLAGS,
-        *(f"--{flag}={value}" for flag, value in SUPERVISED_MEMBER_SETTINGS),
+        *_local_flags(launch),
     ]
     if tls is not None:
         argv += [
@@ -61,6 +60,13 @@ def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: Tls
             "--peer-client-cert-auth=true",
         ]
     return argv
+
+
+def _local_flags(launch: MemberLaunch) -> list[str]:
+    """LOCAL_FLAGS, then the spec's settings; a setting the spec names replaces the local default."""
+    settings = [f"--{flag}={value}" for flag, value in member_settings(launch.spec)]
+    named = {s.split("=", 1)[0] for s in settings}
+    return [f for f in LOCAL_FLAGS if f.split("=", 1)[0] not in named] + settings
 
 
 def etcd_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -33,6 +33,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "health": ("health",),
     "backup": ("backup",),
     "restore": ("restore",),
+    "maintenance": ("maintenance",),
 }
 
 
@@ -198,6 +199,8 @@ def test_enums_match(schema: dict[str, Any]) -> None:
     assert node(schema["status"], "phase")["enum"] == [p.value for p in model.Phase]
     members = schema["status"]["properties"]["members"]["items"]
     assert members["properties"]["role"]["enum"] == [r.value for r in model.Role]
+    compaction = node(schema["spec"], "maintenance", "autoCompaction", "mode")
+    assert compaction["enum"] == [m.value for m in model.CompactionMode]
 
 
 @pytest.mark.parametrize(
