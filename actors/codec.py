@@ -20,6 +20,7 @@ from actors.backup.schedule import valid_schedule
 from actors.model import (
     API_GROUP,
     API_VERSION,
+    BACKUP_KIND,
     DEFAULT_FRAGMENTATION_RATIO,
     DEFAULT_MIN_RECLAIM,
     DEFAULT_REPOSITORY,
@@ -32,6 +33,7 @@ from actors.model import (
     MAX_SIZE,
     MIN_SIZE,
     AutoCompactionSpec,
+    BackupPhase,
     BackupSpec,
     BackupStatus,
     ClusterRef,
@@ -41,6 +43,9 @@ from actors.model import (
     CompactionMode,
     Condition,
     DefragSpec,
+    EtcdBackup,
+    EtcdBackupSpec,
+    EtcdBackupStatus,
     GcsStore,
     HealthSpec,
     LocalStore,
@@ -157,6 +162,7 @@ SPEC_FIELDS = {
     "health",
     "backup",
     "maintenance",
+    "restore",
 }
 
 
@@ -450,13 +456,7 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
     r = _Reader()
     if not isinstance(doc, Mapping):
         raise InvalidCluster((SpecError("(document)", "must be an EtcdCluster object"),))
-    expected_api = f"{API_GROUP}/{API_VERSION}"
-    if doc.get("apiVersion") != expected_api:
-        r.fail("apiVersion", f"must be {expected_api} (got {doc.get('apiVersion')!r})")
-    if doc.get("kind") != KIND:
-        r.fail("kind", f"must be {KIND} (got {doc.get('kind')!r})")
-    raw_meta = doc.get("metadata")
-    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+    meta = _header(doc, KIND, r)
     name = meta.get("name")
     if not isinstance(name, str) or not NAME_PATTERN.match(name) or len(name) > MAX_NAME_LENGTH:
         r.fail(
@@ -479,6 +479,17 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         generation=generation if isinstance(generation, int) else 1,
         uid=str(meta.get("uid", "")),
     )
+
+
+def _header(doc: Mapping[str, Any], kind: str, r: _Reader) -> Mapping[str, Any]:
+    """Check apiVersion and kind; the metadata ({} when it is not an object)."""
+    expected_api = f"{API_GROUP}/{API_VERSION}"
+    if doc.get("apiVersion") != expected_api:
+        r.fail("apiVersion", f"must be {expected_api} (got {doc.get('apiVersion')!r})")
+    if doc.get("kind") != kind:
+        r.fail("kind", f"must be {kind} (got {doc.get('kind')!r})")
+    raw_meta = doc.get("metadata")
+    return raw_meta if isinstance(raw_meta, Mapping) else {}
 
 
 def parse_cluster_documents(text: str) -> list[ClusterResource | DocumentError]:
@@ -515,11 +526,7 @@ def conditions_from_dicts(items: Sequence[Mapping[str, Any]]) -> tuple[Condition
     """Conditions as stored on an object back into records (unreadable times count as unset)."""
     out = []
     for item in items:
-        try:
-            stamp = datetime.strptime(str(item.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
-            when = stamp.replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            when = 0.0
+        when = _parse_rfc3339(item.get("lastTransitionTime")) or 0.0
         out.append(
             Condition(
                 str(item.get("type", "")),
@@ -583,3 +590,99 @@ def _backup_to_dict(backup: BackupStatus) -> dict[str, Any]:
 
 def _rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- EtcdBackup ------------------------------------------------------------------------------
+
+# Kubernetes allows a DNS subdomain; locally the name also becomes <name>.json.
+BACKUP_NAME_PATTERN = SECRET_NAME_PATTERN
+
+
+class InvalidBackup(ValueError):
+    def __init__(self, errors: tuple[SpecError, ...]) -> None:
+        super().__init__("; ".join(str(e) for e in errors))
+        self.errors = errors
+
+
+def parse_etcd_backup(doc: Any, *, default_namespace: str = "default") -> EtcdBackup:
+    """One EtcdBackup object -> EtcdBackup (its status too, when it has one), or InvalidBackup."""
+    r = _Reader()
+    if not isinstance(doc, Mapping):
+        raise InvalidBackup((SpecError("(document)", "must be an EtcdBackup object"),))
+    meta = _header(doc, BACKUP_KIND, r)
+    name = meta.get("name")
+    if not isinstance(name, str) or not BACKUP_NAME_PATTERN.match(name):
+        r.fail(
+            "metadata.name", f"must be a DNS subdomain: lowercase letters, digits, '-' and '.' (got {name!r})"
+        )
+        name = ""
+    spec_doc = r.mapping(doc, "spec", "spec", {"clusterName", "store"})
+    cluster_name = r.string(spec_doc, "clusterName", "spec.clusterName", None)
+    if cluster_name is None:
+        r.fail("spec.clusterName", "required: the EtcdCluster (in the same namespace) to back up")
+    elif not NAME_PATTERN.match(cluster_name):
+        r.fail("spec.clusterName", f"must be an EtcdCluster's name, a DNS label (got {cluster_name!r})")
+    store = parse_store(spec_doc["store"], "spec.store", r) if spec_doc.get("store") is not None else None
+    if r.errors:
+        raise InvalidBackup(tuple(r.errors))
+    raw_status = doc.get("status")
+    return EtcdBackup(
+        namespace=str(meta.get("namespace") or default_namespace),
+        name=name,
+        spec=EtcdBackupSpec(cluster_name=cluster_name or "", store=store),
+        status=backup_status_from_dict(raw_status) if isinstance(raw_status, Mapping) else EtcdBackupStatus(),
+        uid=str(meta.get("uid", "")),
+    )
+
+
+def backup_status_to_dict(status: EtcdBackupStatus) -> dict[str, Any]:
+    """EtcdBackupStatus -> the EtcdBackup status object (camelCase, as the CRD declares it)."""
+    out: dict[str, Any] = {"phase": status.phase.value, "message": status.message}
+    if status.key:
+        out |= {
+            "key": status.key,
+            "sizeBytes": status.size_bytes,
+            "revision": status.revision,
+            "sha256": status.sha256,
+            "verified": status.verified,
+        }
+    if status.start_time is not None:
+        out["startTime"] = _rfc3339(status.start_time)
+    if status.completion_time is not None:
+        out["completionTime"] = _rfc3339(status.completion_time)
+    return out
+
+
+def backup_status_from_dict(doc: Mapping[str, Any]) -> EtcdBackupStatus:
+    """A stored status back into a record. Lenient: it was written by us (or by hand), and a
+    field that cannot be read counts as unset rather than failing the backup's whole object."""
+    try:
+        phase = BackupPhase(str(doc.get("phase")))
+    except ValueError:
+        phase = BackupPhase.PENDING
+    return EtcdBackupStatus(
+        phase=phase,
+        key=_text(doc.get("key")),
+        size_bytes=_whole(doc.get("sizeBytes")),
+        revision=_whole(doc.get("revision")),
+        sha256=_text(doc.get("sha256")),
+        verified=doc.get("verified") is True,
+        start_time=_parse_rfc3339(doc.get("startTime")),
+        completion_time=_parse_rfc3339(doc.get("completionTime")),
+        message=_text(doc.get("message")),
+    )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _whole(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _parse_rfc3339(value: Any) -> float | None:
+    try:
+        return datetime.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None

@@ -319,6 +319,60 @@ class BackupStatus:
     consecutive_failures: int = 0
 
 
+# --- EtcdBackup: an on-demand backup of one cluster ---------------------------------------------
+
+BACKUP_KIND = "EtcdBackup"
+
+
+class BackupPhase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded and Failed are final: such a backup is never taken again."""
+        return self in (BackupPhase.SUCCEEDED, BackupPhase.FAILED)
+
+
+@frozen
+class EtcdBackupSpec:
+    cluster_name: str  # an EtcdCluster in the backup's namespace
+    store: StoreSpec | None = None  # None: the cluster's spec.backup.store
+
+
+@frozen
+class EtcdBackupStatus:
+    phase: BackupPhase = BackupPhase.PENDING
+    key: str = ""  # the snapshot object's key in the store
+    size_bytes: int = 0
+    revision: int = 0
+    sha256: str = ""
+    verified: bool = False
+    start_time: float | None = None  # unix seconds
+    completion_time: float | None = None
+    message: str = ""  # what happened, in a sentence (why it failed)
+
+
+@frozen
+class EtcdBackup:
+    """One EtcdBackup resource, as read from Kubernetes or the local manifest file."""
+
+    namespace: str
+    name: str
+    spec: EtcdBackupSpec
+    status: EtcdBackupStatus = field(factory=EtcdBackupStatus)
+    uid: str = ""
+
+    @property
+    def cluster(self) -> ClusterRef:
+        return ClusterRef(self.namespace, self.spec.cluster_name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
 @frozen
 class ClusterStatus:
     phase: Phase = Phase.CREATING

@@ -1,8 +1,11 @@
-"""The backup-schedule actor: a per-cluster child that takes scheduled backups.
+"""The backup-schedule actor: a per-cluster child that takes scheduled and on-demand backups.
 
-It wakes every few seconds and asks the schedule (schedule.py) whether a backup is due: one
-backup at a time, from what the cluster actor last observed (it never observes on its own). A
-success resets the failure count and applies retention; a failure is retried with backoff.
+It wakes every few seconds, takes the oldest pending on-demand backup (an EtcdBackup, through
+the BackupRequests port) if there is one, else asks the schedule (schedule.py) whether a
+backup is due: one backup at a time, from what the cluster actor last observed (it never
+observes on its own). A scheduled success resets the failure count and applies retention; a
+failure is retried with backoff. An on-demand backup reports each step to its EtcdBackup's
+status and is Failed after ON_DEMAND_ATTEMPTS attempts; retention never deletes it.
 What it knows reaches the cluster's status through the tree's ServiceReports.
 """
 
@@ -12,20 +15,31 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
+import attrs
 import trio
 from attrs import frozen
 
 from actors.backup.health import BackupReport
 from actors.backup.job import BackupFailed, BackupOutcome, take_backup
-from actors.backup.ports import SnapshotVerifier
+from actors.backup.ports import BackupRequests, SnapshotVerifier
 from actors.backup.retention import BackupRecord, expired
 from actors.backup.schedule import due, utc
-from actors.backup.source import metadata_key, taken_at
+from actors.backup.source import metadata_key, scheduled, taken_at
 from actors.cluster import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import StoreError
-from actors.model import BackupSpec, BackupStatus, LastBackup, StoreSpec, duration_seconds
+from actors.model import (
+    BackupPhase,
+    BackupSpec,
+    BackupStatus,
+    EtcdBackup,
+    EtcdBackupStatus,
+    LastBackup,
+    StoreSpec,
+    duration_seconds,
+)
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.runtime import Actor, ChildSpec, Handle, Mailbox, run_actor
@@ -36,6 +50,8 @@ log = logging.getLogger(__name__)
 WAKE_EVERY = 5.0
 # A failed backup is tried again after 30 s, doubling up to 30 min, until it works.
 RETRY = Backoff(initial=30.0, maximum=1800.0, multiplier=2.0, jitter=0.1)
+# An on-demand backup is tried this many times (with the same backoff) before it is Failed.
+ON_DEMAND_ATTEMPTS = 3
 
 
 @frozen
@@ -46,25 +62,110 @@ class Wake:
 @frozen
 class BackupPorts:
     """What backups need beyond the cluster's ports. `open_store` opens a store for one use;
-    the actor closes it."""
+    the actor closes it. `requests`: on-demand backups (None: scheduled ones only)."""
 
     open_store: Callable[[StoreSpec], ObjectStore]
     verifier: SnapshotVerifier | None
     clock: Callable[[], float] = time.time  # wall time, for the schedule (tests speed it up)
+    requests: BackupRequests | None = None
 
 
 class BackupActor(Actor[Wake]):
-    def __init__(self, context: ClusterContext, ports: BackupPorts) -> None:
+    def __init__(self, context: ClusterContext, ports: BackupPorts, retry: Backoff = RETRY) -> None:
         self._context = context
         self._ports = ports
+        self._retry = retry
         report = context.reports.backup
         self._status = report.status if report else BackupStatus()
         # Start of the last scheduled backup; None until read back from the store.
         self._since: float | None = self._status.last_schedule_time
         self._retry_at = float("-inf")
+        # On-demand backups that failed and wait to be tried again: attempts so far, and when.
+        self._attempts: dict[str, int] = {}
+        self._request_retry_at: dict[str, float] = {}
         self._rng = random.Random()
 
     async def handle(self, msg: Wake) -> None:
+        if self._context.feed.latest is None:  # the cluster actor has not looked yet
+            return
+        if not await self._next_request():
+            await self._scheduled()
+
+    # --- on-demand backups (EtcdBackup), oldest first, one at a time ---------------------------
+
+    async def _next_request(self) -> bool:
+        """Take the oldest pending on-demand backup if its turn has come; whether one ran."""
+        requests = self._ports.requests
+        if requests is None:
+            return False
+        pending = await requests.pending(self._context.ref)
+        if not pending or trio.current_time() < self._request_retry_at.get(pending[0].name, float("-inf")):
+            return False
+        await self._run_request(requests, pending[0])
+        return True
+
+    async def _run_request(self, requests: BackupRequests, request: EtcdBackup) -> None:
+        spec = self._context.desired().resource.spec.backup
+        store_spec = request.spec.store or (spec.store if spec else None)
+        now = self._ports.clock()
+        if store_spec is None:
+            why = f"no store: set the EtcdBackup's spec.store, or spec.backup.store of {self._context.ref}"
+            await self._request_failed(requests, request, now, why)
+            return
+        started = request.status.start_time or now
+        if request.name not in self._attempts:
+            await self._event("BackupStarted", f"on-demand backup {request.name} to {store_spec.describe()}")
+        await requests.report(request, EtcdBackupStatus(BackupPhase.RUNNING, start_time=started))
+        try:
+            async with self._store(store_spec) as store:
+                verify = spec.verify if spec else True
+                outcome = await self._take(store, verify=verify, on_demand=request.name)
+        except (BackupFailed, StoreError) as exc:
+            await self._request_attempt_failed(requests, request, started, str(exc))
+            return
+        self._forget(request)
+        status = EtcdBackupStatus(
+            BackupPhase.SUCCEEDED, outcome.key, outcome.size, outcome.revision, outcome.sha256,
+            outcome.verified, started, outcome.completed, _describe(outcome),
+        )  # fmt: skip
+        await requests.report(request, status)
+        await self._event("BackupSucceeded", f"on-demand backup {request.name}: {_describe(outcome)}")
+        self._report(attrs.evolve(self._status, last_successful_backup=_last(outcome)))
+
+    async def _request_attempt_failed(
+        self, requests: BackupRequests, request: EtcdBackup, started: float, why: str
+    ) -> None:
+        attempts = self._attempts.get(request.name, 0) + 1
+        if attempts >= ON_DEMAND_ATTEMPTS:
+            await self._request_failed(
+                requests, request, started, f"{attempts} attempts failed, the last: {why}"
+            )
+            return
+        self._attempts[request.name] = attempts
+        delay = self._retry.delay(attempts - 1, self._rng)
+        self._request_retry_at[request.name] = trio.current_time() + delay
+        message = f"attempt {attempts} failed: {why}; trying again in {delay:.0f}s"
+        await requests.report(
+            request, EtcdBackupStatus(BackupPhase.RUNNING, start_time=started, message=message)
+        )
+        await self._event("BackupRetrying", f"on-demand backup {request.name}: {message}", warning=True)
+
+    async def _request_failed(
+        self, requests: BackupRequests, request: EtcdBackup, started: float, why: str
+    ) -> None:
+        self._forget(request)
+        now = self._ports.clock()
+        status = EtcdBackupStatus(BackupPhase.FAILED, start_time=started, completion_time=now, message=why)
+        await requests.report(request, status)
+        await self._event("BackupFailed", f"on-demand backup {request.name}: {why}", warning=True)
+
+    def _forget(self, request: EtcdBackup) -> None:
+        self._attempts.pop(request.name, None)
+        self._request_retry_at.pop(request.name, None)
+
+    # --- scheduled backups ---------------------------------------------------------------------
+
+    async def _scheduled(self) -> None:
         spec = self._context.desired().resource.spec.backup
         if spec is None or spec.schedule is None or spec.store is None:
             return
@@ -73,20 +174,27 @@ class BackupActor(Actor[Wake]):
             self._since = await self._newest_backup_time(spec.store) or now
         if trio.current_time() < self._retry_at or not due(spec.schedule, utc(self._since), utc(now)):
             return
-        if self._context.feed.latest is not None:  # the cluster actor has looked at least once
-            await self._backup(spec, spec.store, now)
-
-    async def _backup(self, spec: BackupSpec, store_spec: StoreSpec, now: float) -> None:
-        observed = self._context.feed.latest
-        assert observed is not None
-        verifier = self._ports.verifier if spec.verify else None
-        store = self._ports.open_store(store_spec)
         try:
-            admin = self._context.ports.admin
-            outcome = await take_backup(observed, admin, store, verifier=verifier, clock=self._ports.clock)
-            await self._succeeded(spec, store, outcome, now)
+            async with self._store(spec.store) as store:
+                outcome = await self._take(store, verify=spec.verify)
+                await self._succeeded(spec, store, outcome, now)
         except (BackupFailed, StoreError) as exc:
             await self._failed(now, str(exc))
+
+    async def _take(self, store: ObjectStore, *, verify: bool, on_demand: str | None = None) -> BackupOutcome:
+        observed = self._context.feed.latest
+        assert observed is not None  # handle() waits for the cluster actor's first look
+        verifier = self._ports.verifier if verify else None
+        admin = self._context.ports.admin
+        return await take_backup(
+            observed, admin, store, verifier=verifier, on_demand=on_demand, clock=self._ports.clock
+        )
+
+    @asynccontextmanager
+    async def _store(self, store_spec: StoreSpec) -> AsyncIterator[ObjectStore]:
+        store = self._ports.open_store(store_spec)  # StoreError when its credentials are unusable
+        try:
+            yield store
         finally:
             await store.aclose()
 
@@ -94,16 +202,13 @@ class BackupActor(Actor[Wake]):
         self, spec: BackupSpec, store: ObjectStore, outcome: BackupOutcome, now: float
     ) -> None:
         self._since = now
-        last = LastBackup(outcome.key, outcome.revision, outcome.size, outcome.verified, outcome.completed)
-        self._report(BackupStatus(now, last, 0))
-        verified = "verified" if outcome.verified else f"not verified: {outcome.note or 'verify is off'}"
-        message = f"{outcome.key}: {outcome.size} bytes at revision {outcome.revision}, {verified}"
-        await self._event("BackupSucceeded", message)
+        self._report(BackupStatus(now, _last(outcome), 0))
+        await self._event("BackupSucceeded", _describe(outcome))
         await self._apply_retention(spec, store, now)
 
     async def _failed(self, now: float, why: str) -> None:
         failures = self._status.consecutive_failures + 1
-        self._retry_at = trio.current_time() + RETRY.delay(failures - 1, self._rng)
+        self._retry_at = trio.current_time() + self._retry.delay(failures - 1, self._rng)
         self._report(BackupStatus(now, self._status.last_successful_backup, failures), why)
         log.warning("backup of %s failed (%d in a row): %s", self._context.ref, failures, why)
         await self._event("BackupFailed", why, warning=True)
@@ -120,19 +225,17 @@ class BackupActor(Actor[Wake]):
 
     async def _records(self, store: ObjectStore) -> list[BackupRecord]:
         ref = self._context.ref
-        snapshots = [o for o in await store.list(f"{ref.namespace}/{ref.name}/") if o.key.endswith(".db")]
+        snapshots = [o for o in await store.list(f"{ref.namespace}/{ref.name}/") if scheduled(o.key, ref)]
         return [
             BackupRecord(o.key, taken_at(o.key, o.modified), await _verified(store, o.key)) for o in snapshots
         ]
 
     async def _newest_backup_time(self, store_spec: StoreSpec) -> float | None:
-        store = self._ports.open_store(store_spec)
         try:
-            return max((r.taken_at for r in await self._records(store)), default=None)
+            async with self._store(store_spec) as store:
+                return max((r.taken_at for r in await self._records(store)), default=None)
         except StoreError:
             return None  # the first attempt will say what is wrong with the store
-        finally:
-            await store.aclose()
 
     def _report(self, status: BackupStatus, last_error: str = "") -> None:
         self._status = status
@@ -142,6 +245,15 @@ class BackupActor(Actor[Wake]):
     async def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
         ref = self._context.ref
         await self._context.ports.events.record(ref, reason=reason, message=message, warning=warning)
+
+
+def _last(outcome: BackupOutcome) -> LastBackup:
+    return LastBackup(outcome.key, outcome.revision, outcome.size, outcome.verified, outcome.completed)
+
+
+def _describe(outcome: BackupOutcome) -> str:
+    verified = "verified" if outcome.verified else f"not verified: {outcome.note or 'verify is off'}"
+    return f"{outcome.key}: {outcome.size} bytes at revision {outcome.revision}, {verified}"
 
 
 async def _verified(store: ObjectStore, key: str) -> bool:
@@ -157,14 +269,16 @@ async def _wake(handle: Handle[Wake], every: float) -> None:
         await trio.sleep(every)
 
 
-def backup_child(ports: BackupPorts, *, wake_every: float = WAKE_EVERY) -> ChildFactory:
+def backup_child(
+    ports: BackupPorts, *, wake_every: float = WAKE_EVERY, retry: Backoff = RETRY
+) -> ChildFactory:
     """The per-cluster child for backups: the actor with its wake-up timer, restarted together."""
 
     def child(context: ClusterContext) -> ChildSpec:
         async def start(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             handle: Handle[Wake] = Handle(Mailbox(1, coalesce_key=lambda msg: "wake"), id="backup")
             async with trio.open_nursery() as nursery:
-                await nursery.start(run_actor, BackupActor(context, ports), handle)
+                await nursery.start(run_actor, BackupActor(context, ports, retry), handle)
                 nursery.start_soon(_wake, handle, wake_every)
                 task_status.started()
 

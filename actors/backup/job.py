@@ -53,17 +53,18 @@ async def take_backup(
     store: ObjectStore,
     *,
     verifier: SnapshotVerifier | None,
-    prefix: str = "",
+    on_demand: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> BackupOutcome:
-    """Snapshot, store, verify (when a verifier is given), describe. Raises BackupFailed."""
+    """Snapshot, store, verify (when a verifier is given), describe. Raises BackupFailed.
+    `on_demand`: the EtcdBackup's name, for an on-demand backup (source.backup_key)."""
     endpoint = snapshot_source(observed)
     if endpoint is None:
         raise BackupFailed("no healthy voting member to take a snapshot from")
     started = clock()
     try:
         revision = await admin.revision([endpoint])
-        key = backup_key(prefix, observed.cluster, started, revision)
+        key = backup_key(observed.cluster, started, revision, on_demand)
         taken, stored = await _stream_snapshot(admin, endpoint, store, key)
     except EtcdError as exc:
         raise BackupFailed(f"snapshot of {endpoint} failed: {exc}") from exc

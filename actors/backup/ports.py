@@ -1,15 +1,16 @@
-"""What backups need beyond the cluster's ports: somewhere to verify a snapshot, and a way to
-restore one as a new cluster's seed."""
+"""What backups need beyond the cluster's ports: somewhere to verify a snapshot, a way to
+restore one as a new cluster's seed, and where on-demand backups (EtcdBackup) come from and
+report to."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Sequence
 from typing import Protocol
 
 from attrs import frozen
 
 from actors.backup.records import KvHash
-from actors.model import MemberLaunch, RestoreSpec
+from actors.model import ClusterRef, EtcdBackup, EtcdBackupStatus, MemberLaunch, RestoreSpec
 
 
 class SnapshotVerifier(Protocol):
@@ -35,4 +36,21 @@ class SeedRestorer(Protocol):
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
         """Fetch the snapshot, check it, and restore it as the data of `launch`'s member with a
         cluster identity of its own. Raises RestoreFailed (the member's data left absent)."""
+        ...
+
+
+class BackupRequests(Protocol):
+    """On-demand backups: the EtcdBackup resources, and where their status goes.
+
+    Local mode reads them from the manifest file and writes each status to a JSON file;
+    on Kubernetes they are EtcdBackup objects and the status is their status subresource.
+    """
+
+    async def pending(self, cluster: ClusterRef) -> Sequence[EtcdBackup]:
+        """`cluster`'s backups not yet Succeeded or Failed, oldest first (Running ones too:
+        a daemon that stopped mid-backup takes it again)."""
+        ...
+
+    async def report(self, backup: EtcdBackup, status: EtcdBackupStatus) -> None:
+        """Record a backup's progress; after a final phase it is no longer pending."""
         ...

@@ -21,14 +21,29 @@ def snapshot_source(observed: Observed) -> str | None:
     return chosen[0].client_urls[0] if chosen else None
 
 
-def backup_key(prefix: str, cluster: ClusterRef, taken_at: float, revision: int) -> str:
-    """<prefix><namespace>/<name>/<UTC time>-rev<revision>.db: sorted by time within a cluster.
+# On-demand backups (EtcdBackup) are kept apart from scheduled ones: retention never deletes
+# them (their EtcdBackup names them, and a restore may name that), nor do they count as the
+# schedule's latest.
+ON_DEMAND = "on-demand"
+
+
+def backup_key(cluster: ClusterRef, taken_at: float, revision: int, on_demand: str | None = None) -> str:
+    """<namespace>/<name>/<UTC time>-rev<revision>.db: sorted by time within a cluster; an
+    on-demand one is <namespace>/<name>/on-demand/<backup name>-<UTC time>-rev<revision>.db.
 
     The revision is the cluster's just before the snapshot started: the snapshot holds every
     change up to at least it (the metadata object beside it has the exact one).
     """
     stamp = datetime.fromtimestamp(taken_at, tz=UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{prefix}{cluster.namespace}/{cluster.name}/{stamp}-rev{revision}.db"
+    folder = f"{cluster.namespace}/{cluster.name}/"
+    if on_demand is not None:
+        return f"{folder}{ON_DEMAND}/{on_demand}-{stamp}-rev{revision}.db"
+    return f"{folder}{stamp}-rev{revision}.db"
+
+
+def scheduled(key: str, cluster: ClusterRef) -> bool:
+    """Whether a listed key is one of the cluster's scheduled snapshots (not on-demand, not metadata)."""
+    return key.endswith(".db") and not key.startswith(f"{cluster.namespace}/{cluster.name}/{ON_DEMAND}/")
 
 
 def metadata_key(key: str) -> str:
