@@ -13,10 +13,11 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
-from attrs import frozen
+from attrs import field, frozen
 
 from actors.backup.ports import SeedRestorer
 from actors.errors import EtcdError, MemberNotFound, RestoreFailed
+from actors.maintenance.board import MaintenanceBoard
 from actors.member_times import MemberTimes
 from actors.model import ClusterSpec, MemberLaunch, RestoreSpec
 from actors.observed import Observed
@@ -32,6 +33,8 @@ class ActionContext:
     runtime: MemberRuntime
     admin: EtcdAdmin
     restorer: SeedRestorer | None = None
+    # The defrag round under way: maintenance steps record their progress on it.
+    maintenance: MaintenanceBoard = field(factory=MaintenanceBoard)
 
     @property
     def endpoints(self) -> list[str]:

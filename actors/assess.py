@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from actors.actions import Action, Step, Wait
 from actors.backup.health import BackupReport, backup_condition
+from actors.maintenance.condition import space_condition
 from actors.model import BackupStatus, ClusterSpec, ClusterStatus, Condition, MemberStatus, Phase, Role
 from actors.observed import Observed
 
@@ -52,6 +53,7 @@ def assess(
             "" if step is None else message,
         ),
         _degraded(statuses, problem),
+        space_condition(spec, observed, step),
     )
     if spec.backup is not None:
         at = now if wall_clock is None else wall_clock
@@ -93,6 +95,7 @@ def member_statuses(observed: Observed) -> tuple[MemberStatus, ...]:
                 role=role if healthy or role is not Role.FOLLOWER else Role.UNKNOWN,
                 healthy=healthy,
                 pid=r.pid if r else None,
+                **_db_sizes(observed, r.name if r else ""),
             )
         )
     if observed.etcd_members is None:  # nothing answered: show what the runtime has
@@ -101,6 +104,13 @@ def member_statuses(observed: Observed) -> tuple[MemberStatus, ...]:
                 MemberStatus(r.name, "", r.urls.peer_url, r.urls.client_url, Role.UNKNOWN, False, r.pid)
             )
     return tuple(sorted(statuses, key=lambda s: s.name))
+
+
+def _db_sizes(observed: Observed, name: str) -> dict[str, int | None]:
+    h = observed.health.get(name)
+    if h is None:
+        return {"db_size": None, "db_size_in_use": None}
+    return {"db_size": h.db_size, "db_size_in_use": h.db_size_in_use or None}
 
 
 def _degraded(statuses: tuple[MemberStatus, ...], problem: str | None) -> Condition:

@@ -28,6 +28,7 @@ from actors.assess import assess
 from actors.backup.health import BackupReport
 from actors.errors import EtcdError, StepFailed
 from actors.holdoff import HoldOff
+from actors.maintenance.board import MaintenanceBoard
 from actors.member import MemberActor, MemberProbed, Probe
 from actors.member_times import MemberTimes
 from actors.model import (
@@ -85,6 +86,7 @@ class ServiceReports:
 
     def __init__(self) -> None:
         self.backup: BackupReport | None = None
+        self.maintenance = MaintenanceBoard()  # the defrag round: started by the defrag actor or the plan
 
 
 class ObservedFeed:
@@ -296,9 +298,10 @@ class ClusterActor(Actor[ClusterMessage]):
         await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
         if isinstance(step, Action) and self._holdoff.allows(trio.current_time()):
             ports = self._ports
-            await self._execute(
-                step, ActionContext(spec, observed, ports.runtime, ports.admin, ports.restorer)
+            ctx = ActionContext(
+                spec, observed, ports.runtime, ports.admin, ports.restorer, self._reports.maintenance
             )
+            await self._execute(step, ctx)
 
     async def _observe(self) -> Observed:
         now = trio.current_time()
@@ -321,6 +324,7 @@ class ClusterActor(Actor[ClusterMessage]):
             silent_for=self._times.silent_for(now),
             stopped_for=self._times.stopped_for(now),
             restarted_silent=self._times.restarted_silent(),
+            maintenance=self._reports.maintenance.round,
         )
 
     def _fresh_health(self) -> dict[str, MemberHealth | None]:
@@ -400,7 +404,14 @@ def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
     if health is None:
         return None
     progress = health.raft_applied_index if health.is_learner else None
-    return (health.member_id, health.leader_id, health.is_learner, bool(health.errors), progress)
+    return (
+        health.member_id,
+        health.leader_id,
+        health.is_learner,
+        bool(health.errors),
+        health.alarms,
+        progress,
+    )
 
 
 def nudge(handle: Handle[ClusterMessage], msg: ClusterMessage) -> None:

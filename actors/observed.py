@@ -11,6 +11,7 @@ from functools import cached_property
 
 from attrs import field, frozen
 
+from actors.maintenance.board import DefragRound
 from actors.model import ClusterRef, EtcdMember, MemberHealth, ProcessState, RuntimeMember
 
 
@@ -34,6 +35,8 @@ class Observed:
     stopped_for: Mapping[str, float] = field(factory=dict)
     # Members already restarted for not answering, silent again since.
     restarted_silent: frozenset[str] = frozenset()
+    # The defragmentation round under way (actors/maintenance), if any.
+    maintenance: DefragRound | None = None
 
     # --- the runtime side --------------------------------------------------------------------
 
@@ -65,6 +68,10 @@ class Observed:
             return False
         h = self.health.get(name)
         return h is not None and not h.errors
+
+    def nospace(self) -> bool:
+        """A member reports the NOSPACE alarm (raised for the whole cluster: writes are refused)."""
+        return any(h is not None and "NOSPACE" in h.alarms for h in self.health.values())
 
     # --- etcd's side -------------------------------------------------------------------------
 

@@ -120,6 +120,18 @@ class EtcdAdmin(Protocol):
         """HashKV of exactly this member at `revision` (EtcdError once it is compacted away)."""
         ...
 
+    async def compact(self, endpoints: Sequence[str], revision: int) -> None:
+        """Compact the history up to `revision` (done already counts as done)."""
+        ...
+
+    async def defragment(self, client_url: str) -> None:
+        """Defragment exactly this member's backend (it serves nothing meanwhile)."""
+        ...
+
+    async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
+        """Clear every member's NOSPACE alarm; how many there were."""
+        ...
+
     async def aclose(self) -> None:
         """Close the connections; whoever opened the admin closes it."""
         ...

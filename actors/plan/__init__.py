@@ -25,6 +25,7 @@ from actors.plan.bootstrap import membership_unknown
 from actors.plan.data_loss import replace_lost_data
 from actors.plan.learners import finish_learner
 from actors.plan.leftovers import delete_leftovers
+from actors.plan.maintenance import maintain
 from actors.plan.quorum import hold_without_quorum
 from actors.plan.restart import restart_stopped
 from actors.plan.size import match_size
@@ -41,6 +42,7 @@ PLANNERS: tuple[Planner, ...] = (
     delete_leftovers,
     finish_learner,
     match_size,
+    maintain,
 )
 
 

@@ -14,10 +14,13 @@ from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import EtcdMember, MemberHealth
 from supervisor.etcd import errors as etcd
 from supervisor.etcd.client import EtcdClient
-from supervisor.etcd.records import Member
+from supervisor.etcd.records import AlarmKind, Member
 from supervisor.etcd.tls import TlsFiles
 
 T = TypeVar("T")
+
+# Defragmenting rewrites the member's whole database file: seconds per few hundred MiB.
+DEFRAG_TIME_LIMIT = 600.0
 
 _TRANSLATION: tuple[tuple[type[etcd.EtcdError], type[domain.EtcdError]], ...] = (
     (etcd.LearnerNotReady, domain.LearnerNotReady),
@@ -36,6 +39,14 @@ async def _translated(call: Callable[[], Awaitable[T]]) -> T:
             if isinstance(exc, theirs):
                 raise ours(str(exc)) from exc
         raise domain.EtcdError(str(exc)) from exc
+
+
+def _alarm_name(error: str) -> str | None:
+    """ "NOSPACE" for a Status error that reports the NOSPACE alarm ("memberID:… alarm:NOSPACE").
+
+    Only NOSPACE is taken out of the errors: a member under it serves reads and deletes. A
+    CORRUPT alarm stays an error, so that member counts as unhealthy."""
+    return "NOSPACE" if "alarm:NOSPACE" in error.replace(" ", "") else None
 
 
 def _member(m: Member) -> EtcdMember:
@@ -103,8 +114,29 @@ class EtcdAdminAdapter:
             raft_applied_index=s.raft_applied_index,
             is_learner=s.is_learner,
             db_size=s.db_size,
-            errors=s.errors,
+            db_size_in_use=s.db_size_in_use,
+            errors=tuple(e for e in s.errors if _alarm_name(e) is None),
+            alarms=tuple(a for a in (_alarm_name(e) for e in s.errors) if a is not None),
         )
+
+    async def compact(self, endpoints: Sequence[str], revision: int) -> None:
+        client = self._aimed(endpoints)
+        try:
+            await _translated(lambda: client.compact(revision))
+        except domain.EtcdError as exc:
+            if "compacted" not in str(exc):  # "required revision has been compacted": done already
+                raise
+
+    async def defragment(self, client_url: str) -> None:
+        client = self._aimed([client_url]) if self._client is None else self._client
+        await _translated(lambda: client.defragment(client_url, time_limit=DEFRAG_TIME_LIMIT))
+
+    async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
+        client = self._aimed(endpoints)
+        raised = [a for a in await _translated(client.alarms) if a.kind is AlarmKind.NOSPACE]
+        for alarm in raised:
+            await _translated(lambda alarm=alarm: client.disarm(alarm))  # type: ignore[misc]
+        return len(raised)
 
     async def revision(self, endpoints: Sequence[str]) -> int:
         client = self._aimed(endpoints)

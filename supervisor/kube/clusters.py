@@ -22,6 +22,7 @@ from actors.cluster import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
 from actors.errors import EtcdUnavailable
 from actors.fleet import Fleet, PortsFactory, open_fleet
+from actors.maintenance.actor import defrag_child
 from actors.model import (
     API_GROUP,
     API_VERSION,
@@ -118,6 +119,15 @@ class SecretTlsAdmin:
     async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
         return await (await self._admin()).kv_hash(endpoint, revision)
 
+    async def compact(self, endpoints: Sequence[str], revision: int) -> None:
+        await (await self._admin()).compact(endpoints, revision)
+
+    async def defragment(self, client_url: str) -> None:
+        await (await self._admin()).defragment(client_url)
+
+    async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
+        return await (await self._admin()).disarm_nospace(endpoints)
+
 
 def as_document(obj: Mapping[str, Any]) -> dict[str, Any]:
     # Items of a list response carry no apiVersion/kind; the resource type is known here.
@@ -145,7 +155,10 @@ class KubeClusters:
         return ports_for
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
-        async with open_fleet(self._ports_for(ports), timing=self._timing) as fleet, events:
+        async with (
+            open_fleet(self._ports_for(ports), timing=self._timing, children=[defrag_child()]) as fleet,
+            events,
+        ):
             async for event in events:
                 await self._on_event(fleet, ports, event)
 

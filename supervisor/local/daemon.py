@@ -22,6 +22,7 @@ import trio
 from actors.backup.ports import SeedRestorer
 from actors.cluster import Timing
 from actors.fleet import PortsFactory, open_fleet
+from actors.maintenance.actor import defrag_child
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
@@ -102,7 +103,10 @@ async def run_local(
             local_ports(runtime, sinks, timing, restorer=LocalRestorer(runtime, stores)),
             name="etcd-supervisor",
             timing=timing,
-            children=[local_backups(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch")],
+            children=[
+                local_backups(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch"),
+                defrag_child(),
+            ],
         ) as fleet,
         trio.open_nursery() as nursery,
     ):

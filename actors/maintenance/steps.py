@@ -1,0 +1,142 @@
+"""The steps of maintenance: compact for space, defragment one member, disarm NOSPACE.
+
+Each records its progress on the cluster's MaintenanceBoard (`ctx.maintenance`), so the next
+plan sees it at once, without waiting for fresh probes. What a step found (bytes reclaimed,
+seconds taken) goes into its Event through `describe()`. Pure: the ports and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from attrs import field, frozen
+
+from actors.actions import Action, ActionContext
+from actors.errors import EtcdError
+from actors.maintenance.board import DefragRound
+
+
+def mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+@frozen
+class _Noted(Action):
+    """A step whose Event tells what it found: `describe()` is read after `execute()`."""
+
+    # Not part of the step's identity: planners compare steps without it.
+    found: list[str] = field(factory=list, eq=False, repr=False, kw_only=True)
+
+    def note(self, text: str) -> None:
+        self.found.append(text)
+
+    def told(self, default: str) -> str:
+        return self.found[-1] if self.found else default
+
+
+@frozen
+class CompactForSpace(_Noted):
+    """NOSPACE recovery, first step: compact the history, then defragment every member."""
+
+    keep_revisions: int | None  # autoCompaction's revision retention, kept on a first try
+    event_reason: ClassVar[str] = "HistoryCompacted"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        current = await ctx.admin.revision(ctx.endpoints)
+        keep = self.keep_revisions or 0
+        target = current - keep if 0 < keep < current else current
+        await ctx.admin.compact(ctx.endpoints, target)
+        members = frozenset(ctx.observed.name_of(m) for m in ctx.observed.voters())
+        ctx.maintenance.restart_recovery(
+            DefragRound("NOSPACE alarm", members, for_space=True, compacted_fully=target == current)
+        )
+        kept = f", keeping the last {keep} revisions" if target != current else ""
+        self.note(f"NOSPACE alarm: compacted the history to revision {target}{kept}; defragmenting next")
+
+    def describe(self) -> str:
+        return self.told("compacted the history (NOSPACE alarm)")
+
+    def progress(self) -> str:
+        how = f"keeping {self.keep_revisions} revisions" if self.keep_revisions else "to the current revision"
+        return f"NOSPACE alarm: compacting the history {how}"
+
+
+@frozen
+class DefragMember(_Noted):
+    """Defragment one member: it serves nothing meanwhile, so never the leader of a cluster
+    that has another member to lead."""
+
+    name: str
+    reason: str
+    event_reason: ClassVar[str] = "MemberDefragmented"
+    time_limit: ClassVar[float | None] = 660.0  # etcd's own defrag of a large file, and two Status calls
+
+    async def execute(self, ctx: ActionContext) -> None:
+        url = ctx.observed.runtime_by_name()[self.name].urls.client_url
+        before = await ctx.admin.member_health(url)
+        if before.member_id == before.leader_id and len(ctx.observed.voters()) > 1:
+            raise EtcdError(f"{self.name} leads now; leadership moves before it is defragmented")
+        started = time.monotonic()
+        await ctx.admin.defragment(url)
+        seconds = time.monotonic() - started
+        after = await ctx.admin.member_health(url)
+        ctx.maintenance.defragmented(self.name, after.db_size)
+        reclaimed = before.db_size - after.db_size
+        self.note(
+            f"defragmented {self.name} ({self.reason}): {reclaimed} bytes reclaimed "
+            f"({mib(before.db_size)} -> {mib(after.db_size)}) in {seconds:.2f}s"
+        )
+
+    def describe(self) -> str:
+        return self.told(f"defragmented {self.name} ({self.reason})")
+
+    def progress(self) -> str:
+        return f"defragmenting {self.name} ({self.reason})"
+
+
+@frozen
+class DisarmNospace(_Noted):
+    largest: int  # bytes of the largest member database after the recovery
+    quota: int
+    event_reason: ClassVar[str] = "NospaceAlarmDisarmed"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        cleared = await ctx.admin.disarm_nospace(ctx.endpoints)
+        ctx.maintenance.mark(disarmed=True)
+        self.note(f"disarmed {cleared} NOSPACE alarm(s): {self._sizes()}; writes are accepted again")
+
+    def _sizes(self) -> str:
+        return f"largest member database {mib(self.largest)} of the {mib(self.quota)} quota"
+
+    def describe(self) -> str:
+        return self.told(f"disarmed the NOSPACE alarm: {self._sizes()}")
+
+    def progress(self) -> str:
+        return f"NOSPACE alarm: disarming, {self._sizes()}"
+
+
+@frozen
+class ReportSpaceExhausted(Action):
+    """Compacted and defragmented, and the live data still does not fit: say so, then stop."""
+
+    largest: int
+    quota: int
+    event_reason: ClassVar[str] = "LiveDataExceedsQuota"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        ctx.maintenance.mark(exhausted=True)
+
+    def describe(self) -> str:
+        return exhausted_story(self.largest, self.quota)
+
+    def progress(self) -> str:
+        return exhausted_story(self.largest, self.quota)
+
+
+def exhausted_story(largest: int, quota: int) -> str:
+    return (
+        f"NOSPACE: the live data ({mib(largest)} after compaction and defragmentation) does not fit "
+        f"the quota ({mib(quota)}); writes stay refused until spec.maintenance.quotaBackendBytes is raised "
+        "or keys are deleted"
+    )
