@@ -61,7 +61,8 @@ class DefragActor(Actor[Wake]):
         if round_ is not None and self._board.begin(round_):
             self._quiet_until = trio.current_time() + COOLDOWN
             members = ", ".join(sorted(round_.pending))
-            await self._event("DefragScheduled", f"defragmenting {members} one at a time: {round_.reason}")
+            why = round_.story or round_.reason
+            await self._event("DefragScheduled", f"defragmenting {members} one at a time: {why}")
             nudge(self._context.handle, LookAgain())
 
     def _scheduled(self, defrag: DefragSpec, observed: Observed) -> DefragRound | None:
@@ -80,7 +81,9 @@ class DefragActor(Actor[Wake]):
         if trio.current_time() < self._quiet_until:
             return None
         names = fragmented_members(defrag, observed)
-        return DefragRound(fragmentation_story(observed, names), names) if names else None
+        return (
+            DefragRound("fragmentation", names, story=fragmentation_story(observed, names)) if names else None
+        )
 
     def _tidy(self, observed: Observed) -> None:
         board = self._board

@@ -23,6 +23,9 @@ class DefragRound:
     compacted_fully: bool = False
     # Database file size of each member once defragmented in this round.
     sizes_after: tuple[tuple[str, int], ...] = ()
+    story: str = ""  # what started it, in detail, for its first Event
+    # The leader moved off to defragment it: probes that still show it leading are stale.
+    moved_off: int | None = None
     disarmed: bool = False  # the NOSPACE alarm was cleared; waiting for members to show it
     exhausted: bool = False  # compacted and defragmented, and the live data still does not fit
 
@@ -58,7 +61,7 @@ class MaintenanceBoard:
         # An ordinary round is over once every member is done; a recovery still has to disarm.
         self.round = None if current.done and not current.for_space else current
 
-    def mark(self, **changes: bool) -> None:
+    def mark(self, **changes: bool | int) -> None:
         if self.round is not None:
             self.round = attrs.evolve(self.round, **changes)  # type: ignore[arg-type]
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from attrs import field, frozen
 
-from actors.actions import Action, ActionContext
+from actors.actions import Action, ActionContext, MoveLeader
 from actors.errors import EtcdError
 from actors.maintenance.board import DefragRound
 
@@ -93,6 +93,18 @@ class DefragMember(_Noted):
 
     def progress(self) -> str:
         return f"defragmenting {self.name} ({self.reason})"
+
+
+@frozen
+class MoveLeaderToDefrag(MoveLeader):
+    """Leadership off the last member of a round, remembered on the board: the next plan
+    reads probes from before the move for up to a tick."""
+
+    from_id: int = 0
+
+    async def execute(self, ctx: ActionContext) -> None:
+        await super().execute(ctx)
+        ctx.maintenance.mark(moved_off=self.from_id)
 
 
 @frozen

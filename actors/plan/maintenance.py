@@ -12,12 +12,13 @@ membership is changing. Pure.
 
 from __future__ import annotations
 
-from actors.actions import MoveLeader, Step, Wait
+from actors.actions import Step, Wait
 from actors.maintenance.board import DefragRound
 from actors.maintenance.steps import (
     CompactForSpace,
     DefragMember,
     DisarmNospace,
+    MoveLeaderToDefrag,
     ReportSpaceExhausted,
     exhausted_story,
 )
@@ -71,7 +72,7 @@ def _defrag_next(spec: ClusterSpec, observed: Observed, round_: DefragRound) -> 
     )
     if not pending:
         return None
-    followers = [m for m in pending if m.id != leader]
+    followers = [m for m in pending if m.id != leader or m.id == round_.moved_off]
     if followers:
         return DefragMember(observed.name_of(followers[0]), round_.reason)
     old = pending[0]
@@ -82,9 +83,8 @@ def _defrag_next(spec: ClusterSpec, observed: Observed, round_: DefragRound) -> 
         )  # a one-member cluster: nobody to hand over to
     target = others[0]
     name = observed.name_of(old)
-    return MoveLeader(
-        observed.name_of(target), target.id, reason=f"moving leadership off {name} to defragment it"
-    )
+    reason = f"moving leadership off {name} to defragment it"
+    return MoveLeaderToDefrag(observed.name_of(target), target.id, reason=reason, from_id=old.id)
 
 
 def _blocked(spec: ClusterSpec, observed: Observed) -> str | None:

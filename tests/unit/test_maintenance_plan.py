@@ -6,10 +6,16 @@ board and the facts, plan again.
 
 import attrs
 
-from actors.actions import MoveLeader, Wait
+from actors.actions import Wait
 from actors.maintenance.board import DefragRound, MaintenanceBoard
 from actors.maintenance.condition import space_condition
-from actors.maintenance.steps import CompactForSpace, DefragMember, DisarmNospace, ReportSpaceExhausted
+from actors.maintenance.steps import (
+    CompactForSpace,
+    DefragMember,
+    DisarmNospace,
+    MoveLeaderToDefrag,
+    ReportSpaceExhausted,
+)
 from actors.maintenance.trigger import fragmented_members
 from actors.model import AutoCompactionSpec, ClusterSpec, CompactionMode, DefragSpec, MaintenanceSpec
 from actors.plan import plan
@@ -51,8 +57,8 @@ def walk(spec, board, leader=0, alarms=("NOSPACE",), size_after=5 * MiB, limit=2
                 )
             case DefragMember(name=name):
                 board.defragmented(name, size_after)
-            case MoveLeader(to_id=to_id):
-                health = {n: attrs.evolve(h, leader_id=to_id) for n, h in health.items()}
+            case MoveLeaderToDefrag(from_id=from_id):
+                board.mark(moved_off=from_id)  # the probes still show the old leader
             case DisarmNospace():
                 board.mark(disarmed=True)
                 health = {n: attrs.evolve(h, alarms=()) for n, h in health.items()}
@@ -68,7 +74,9 @@ def test_a_round_goes_followers_first_then_moves_leadership_and_does_the_old_lea
     assert steps == [
         DefragMember("demo-1", "schedule"),
         DefragMember("demo-2", "schedule"),
-        MoveLeader("demo-1", 1001, reason="moving leadership off demo-0 to defragment it"),
+        MoveLeaderToDefrag(
+            "demo-1", 1001, reason="moving leadership off demo-0 to defragment it", from_id=1000
+        ),
         DefragMember("demo-0", "schedule"),
         None,
     ]

@@ -1,0 +1,166 @@
+"""Defragmentation and NOSPACE recovery on real etcd members, driven by the whole supervisor."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+import trio
+
+from actors.maintenance.actor import defrag_child
+from actors.model import ClusterResource, ClusterStatus, DefragSpec, MaintenanceSpec
+from supervisor.etcd import EtcdError
+from supervisor.etcd.client import EtcdClient, open_etcd_client
+from supervisor.etcd.errors import NoSpace
+from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.history import FAILED, UNKNOWN, KvWorkload
+
+MiB = 2**20
+
+
+def with_maintenance(res: ClusterResource, maintenance: MaintenanceSpec, generation: int) -> ClusterResource:
+    spec = attrs.evolve(res.spec, maintenance=maintenance)
+    return attrs.evolve(res, spec=spec, generation=generation)
+
+
+def children(runtime):
+    return [defrag_child(wake_every=0.3)]
+
+
+def sizes(status: ClusterStatus) -> dict[str, int]:
+    return {m.name: m.db_size or 0 for m in status.members}
+
+
+def condition(status: ClusterStatus, kind: str):
+    return next(c for c in status.conditions if c.type == kind)
+
+
+async def bloat(client: EtcdClient, *, keys: int, rounds: int, value: bytes) -> None:
+    """History the size of keys x rounds x value, of which one round stays live."""
+    for r in range(rounds):
+        for k in range(keys):
+            await client.put(f"/bloat/{k}".encode(), value + bytes([r]))
+
+
+async def test_fragmented_members_are_defragmented_followers_first_the_leader_last_under_load(tmp_path):
+    async with open_local_supervisor(tmp_path, children=children) as sup:
+        demo = resource(size=3)
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        urls = [m.client_url for m in status.members]
+        async with open_etcd_client(urls, call_timeout=10.0) as client:
+            await bloat(client, keys=40, rounds=12, value=b"x" * 64 * 1024)  # ~30 MiB of history
+            await client.compact(await client.current_revision())
+        bloated = await sup.wait_for(
+            demo.ref, lambda s: all((m.db_size or 0) > 20 * MiB for m in s.members), timeout=30
+        )
+        leader = next(m.name for m in bloated.members if m.role.value == "leader")
+
+        workload = KvWorkload(endpoints=urls, max_operations=100_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            await workload.wait_for_more(50)
+            defrag = MaintenanceSpec(defrag=DefragSpec(fragmentation_ratio=0.5, min_reclaim="8Mi"))
+            await sup.fleet.apply([with_maintenance(demo, defrag, 2)])
+            shrunk = await sup.wait_for(
+                demo.ref,
+                lambda s: all(
+                    (m.db_size or 0) < bloated_size // 2 for m, bloated_size in _paired(s, bloated)
+                ),
+                timeout=120,
+            )
+            await workload.wait_for_more(50)
+            nursery.cancel_scope.cancel()
+
+        steps = [
+            (reason, message.split()[1] if reason == "MemberDefragmented" else message)
+            for ref, reason, message in sup.recorder.events
+            if ref == demo.ref and reason in ("MemberDefragmented", "LeaderMoved")
+        ]
+        defragmented = [name for reason, name in steps if reason == "MemberDefragmented"]
+        assert sorted(defragmented) == sorted(m.name for m in bloated.members), steps
+        assert defragmented[-1] == leader, steps  # the old leader last ...
+        assert [r for r, _ in steps][-2:] == ["LeaderMoved", "MemberDefragmented"], (
+            steps
+        )  # ... after the move
+        assert [r for r, _ in steps].count("LeaderMoved") == 1, steps
+        for message in (m for _, r, m in sup.recorder.events if r == "MemberDefragmented"):
+            assert re.search(r"\): \d+ bytes reclaimed \(.* MiB -> .* MiB\) in \d+\.\d+s$", message), message
+        assert all(sizes(shrunk)[name] < sizes(bloated)[name] // 2 for name in sizes(bloated))
+
+        assert workload.history.count(outcome=FAILED) == 0
+        assert workload.history.count(outcome=UNKNOWN) <= workload.clients  # cut short by the cancel only
+        result = await workload.check(tmp_path / "history")
+        assert result.ok, result.report
+
+
+def _paired(status: ClusterStatus, before: ClusterStatus):
+    earlier = sizes(before)
+    return [(m, earlier.get(m.name, 0)) for m in status.members]
+
+
+async def fill_until_nospace(
+    client: EtcdClient, *, distinct: bool, value: bytes
+) -> tuple[dict[bytes, bytes], tuple[bytes, bytes]]:
+    """Write until the NOSPACE alarm refuses a put: what was acknowledged, key by key, and the
+    refused put (etcd applies the put that crosses the quota, then answers NOSPACE)."""
+    written: dict[bytes, bytes] = {}
+    for n in range(100_000):
+        key = f"/fill/{n if distinct else n % 8}".encode()
+        try:
+            await client.put(key, value + str(n).encode())
+        except NoSpace:
+            return written, (key, value + str(n).encode())
+        written[key] = value + str(n).encode()
+    raise AssertionError("never ran out of space")
+
+
+async def test_nospace_recovers_by_itself_and_keeps_every_key(tmp_path):
+    async with open_local_supervisor(tmp_path, children=children) as sup:
+        small = MaintenanceSpec(quota_backend_bytes="16Mi")
+        demo = with_maintenance(resource(size=3), small, 1)
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        urls = [m.client_url for m in status.members]
+        async with open_etcd_client(urls, call_timeout=10.0) as client:
+            written, (refused_key, refused) = await fill_until_nospace(
+                client, distinct=False, value=b"v" * 100 * 1024
+            )
+            alarmed_at = trio.current_time()
+            await sup.wait_for(
+                demo.ref, lambda s: condition(s, "SpaceAvailable").status == "False", timeout=30
+            )
+            with trio.fail_after(60):
+                while True:
+                    try:
+                        await client.put(b"/after", b"accepted")
+                        break
+                    except EtcdError:
+                        await trio.sleep(0.2)
+            recovered_in = trio.current_time() - alarmed_at
+            for key, value in written.items():
+                assert await client.get(key) in ({value, refused} if key == refused_key else {value}), key
+        await sup.wait_for(demo.ref, lambda s: condition(s, "SpaceAvailable").status == "True", timeout=30)
+        reasons = sup.recorder.reasons(demo.ref)
+        assert reasons.count("HistoryCompacted") == 1, reasons
+        assert reasons.count("MemberDefragmented") == 3, reasons
+        assert "NospaceAlarmDisarmed" in reasons
+        print(f"NOSPACE alarm to first accepted write: {recovered_in:.1f}s")
+
+
+async def test_live_data_over_the_quota_is_reported_and_recovery_stops(tmp_path):
+    async with open_local_supervisor(tmp_path, children=children) as sup:
+        demo = with_maintenance(resource(size=1), MaintenanceSpec(quota_backend_bytes="16Mi"), 1)
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 1)
+        async with open_etcd_client([status.members[0].client_url], call_timeout=10.0) as client:
+            await fill_until_nospace(client, distinct=True, value=b"v" * 100 * 1024)
+        stuck = await sup.wait_for(
+            demo.ref, lambda s: condition(s, "SpaceAvailable").reason == "LiveDataExceedsQuota", timeout=60
+        )
+        assert "quotaBackendBytes" in condition(stuck, "SpaceAvailable").message
+        before = list(sup.recorder.reasons(demo.ref))
+        await trio.sleep(3)  # no loop: nothing more is tried meanwhile
+        after = sup.recorder.reasons(demo.ref)
+        assert after == before, after[len(before) :]
+        assert before.count("HistoryCompacted") == 1 and before.count("LiveDataExceedsQuota") == 1, before
