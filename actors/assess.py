@@ -9,7 +9,16 @@ from __future__ import annotations
 from actors.actions import Action, Step, Wait
 from actors.backup.health import BackupReport, backup_condition
 from actors.maintenance.condition import space_condition
-from actors.model import BackupStatus, ClusterSpec, ClusterStatus, Condition, MemberStatus, Phase, Role
+from actors.model import (
+    BackupStatus,
+    ClusterSpec,
+    ClusterStatus,
+    Condition,
+    LastRecovery,
+    MemberStatus,
+    Phase,
+    Role,
+)
 from actors.observed import Observed
 
 
@@ -26,6 +35,7 @@ def assess(
     backup: BackupReport | None = None,
     wall_clock: float | None = None,
     failure: str | None = None,
+    last_recovery: LastRecovery | None = None,
 ) -> ClusterStatus:
     """The status for `observed`, given the phase shown before and the next step.
 
@@ -68,6 +78,7 @@ def assess(
         conditions=carry_transition_times(conditions, previous_conditions, now),
         message=message,
         backup=(backup.status if backup else BackupStatus()) if spec.backup is not None else None,
+        last_recovery=last_recovery,
     )
 
 

@@ -36,6 +36,8 @@ from actors.model import (
     ClusterResource,
     ClusterStatus,
     EtcdMember,
+    LastBackup,
+    LastRecovery,
     MemberHealth,
     Phase,
     RuntimeMember,
@@ -43,6 +45,7 @@ from actors.model import (
 from actors.observed import Observed
 from actors.plan import PLANNERS, Planner, plan
 from actors.ports import ClusterPorts, MemberRuntime
+from actors.recovery import QuorumRecovery
 from supervisor.runtime import (
     Actor,
     ChildSpec,
@@ -250,6 +253,11 @@ class ClusterActor(Actor[ClusterMessage]):
         self._times = MemberTimes()
         # Why a step that fails the cluster (a restore) failed last; cleared by any success.
         self._failure: str | None = None
+        # The highest store revision any member reported (what a quorum loss may cost beyond
+        # the survivor's), and the latest recovery, for the status. Memory: a restarted actor
+        # learns the revision again from the members, and the Events keep every recovery.
+        self._revision_seen = 0
+        self._last_recovery: LastRecovery | None = None
 
     async def on_start(self) -> None:
         nudge(self.handle_ref, LookAgain())
@@ -281,6 +289,7 @@ class ClusterActor(Actor[ClusterMessage]):
         self._health[name] = (health, now)
         if health is not None:
             self._times.answered(name, now)
+            self._revision_seen = max(self._revision_seen, health.revision)
         return before is None or _picture(before[0]) != _picture(health)
 
     async def on_drained(self) -> None:
@@ -325,7 +334,15 @@ class ClusterActor(Actor[ClusterMessage]):
             stopped_for=self._times.stopped_for(now),
             restarted_silent=self._times.restarted_silent(),
             maintenance=self._reports.maintenance.round,
+            unreachable_for=self._times.unreachable_for(now),
+            revision_seen=self._revision_seen,
+            newest_verified_backup=self._newest_verified_backup(),
         )
+
+    def _newest_verified_backup(self) -> LastBackup | None:
+        report = self._reports.backup
+        last = report.status.last_successful_backup if report else None
+        return last if last is not None and last.verified else None
 
     def _fresh_health(self) -> dict[str, MemberHealth | None]:
         """Probe answers young enough to count, and given by the member's current process."""
@@ -361,6 +378,7 @@ class ClusterActor(Actor[ClusterMessage]):
             problem=desired.problem,
             backup=self._reports.backup,
             failure=self._failure,
+            last_recovery=self._last_recovery,
         )
         if previous is not None and status.phase is not previous.phase:
             await self._ports.events.record(
@@ -393,6 +411,9 @@ class ClusterActor(Actor[ClusterMessage]):
         self._holdoff = HoldOff()
         self._failure = None
         step.remember(self._times)
+        if isinstance(step, QuorumRecovery):
+            self._last_recovery = step.outcome(time.time())
+            self._revision_seen = step.revision  # the recovered history is the one to follow now
         await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
 

@@ -43,15 +43,18 @@ from actors.model import (
     CompactionMode,
     Condition,
     DefragSpec,
+    DisasterRecoverySpec,
     EtcdBackup,
     EtcdBackupSpec,
     EtcdBackupStatus,
     GcsStore,
     HealthSpec,
+    LastRecovery,
     LocalStore,
     MaintenanceSpec,
     MemberStatus,
     ReclaimPolicy,
+    RecoveryMode,
     ResourceSpec,
     RestoreSpec,
     RetentionSpec,
@@ -163,6 +166,7 @@ SPEC_FIELDS = {
     "backup",
     "maintenance",
     "restore",
+    "disasterRecovery",
 }
 
 
@@ -223,7 +227,17 @@ def parse_spec(spec: Mapping[str, Any], reader: _Reader | None = None) -> Cluste
         backup=parse_backup(spec, r),
         restore=parse_restore(spec, r),
         maintenance=parse_maintenance(spec, r),
+        disaster_recovery=_disaster_recovery(spec, r),
     )
+
+
+def _disaster_recovery(spec: Mapping[str, Any], r: _Reader) -> DisasterRecoverySpec:
+    doc = r.mapping(spec, "disasterRecovery", "spec.disasterRecovery", {"mode"})
+    mode = r.string(doc, "mode", "spec.disasterRecovery.mode", RecoveryMode.MANUAL.value)
+    if mode not in {m.value for m in RecoveryMode}:
+        r.fail("spec.disasterRecovery.mode", f"must be Automatic or Manual (got {mode!r})")
+        mode = RecoveryMode.MANUAL.value
+    return DisasterRecoverySpec(mode=RecoveryMode(mode))
 
 
 BACKUP_FIELDS = {"schedule", "deltaPeriod", "retention", "verify", "store"}
@@ -569,7 +583,19 @@ def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
     }
     if status.backup is not None:
         out["backup"] = _backup_to_dict(status.backup)
+    if status.last_recovery is not None:
+        out["lastRecovery"] = _recovery_to_dict(status.last_recovery)
     return out
+
+
+def _recovery_to_dict(recovery: LastRecovery) -> dict[str, Any]:
+    return {
+        "path": recovery.path.value,
+        "source": recovery.source,
+        "revision": recovery.revision,
+        "lastObservedRevision": recovery.last_observed_revision,
+        "time": _rfc3339(recovery.time),
+    }
 
 
 def _backup_to_dict(backup: BackupStatus) -> dict[str, Any]:

@@ -24,6 +24,7 @@ class MemberTimes:
     _up_since: dict[str, float] = field(factory=dict)
     _down_since: dict[str, float] = field(factory=dict)
     _answered_at: dict[str, float] = field(factory=dict)
+    _first_seen: dict[str, float] = field(factory=dict)
     _restarted_silent: set[str] = field(factory=set)
     # Restarted by us since the last listing: its silence counts afresh from that listing on,
     # even where the runtime shows no new pid (a pod keeps pid None).
@@ -34,6 +35,7 @@ class MemberTimes:
         names = set()
         for r in runtime:
             names.add(r.name)
+            self._first_seen.setdefault(r.name, now)
             before = self._seen.get(r.name)
             self._seen[r.name] = (r.state, r.pid)
             if r.state not in _UP:
@@ -73,11 +75,16 @@ class MemberTimes:
         """Stopped members: seconds since they were first seen stopped."""
         return {name: now - since for name, since in self._down_since.items()}
 
+    def unreachable_for(self, now: float) -> dict[str, float]:
+        """Every member: seconds since it last answered a probe, whatever its process did
+        meanwhile (restarts do not reset it); never answered: since first seen."""
+        return {name: now - self._answered_at.get(name, first) for name, first in self._first_seen.items()}
+
     def restarted_silent(self) -> frozenset[str]:
         return frozenset(self._restarted_silent)
 
     def _forget(self, name: str) -> None:
-        for table in (self._seen, self._up_since, self._down_since, self._answered_at):
+        for table in (self._seen, self._up_since, self._down_since, self._answered_at, self._first_seen):
             table.pop(name, None)
         self._restarted_silent.discard(name)
         self._restarted_unseen.discard(name)

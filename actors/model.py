@@ -224,6 +224,18 @@ class MaintenanceSpec:
         return quantity_bytes(self.quota_backend_bytes) if self.quota_backend_bytes else DEFAULT_QUOTA_BYTES
 
 
+class RecoveryMode(enum.StrEnum):
+    """What happens when a majority of voters is gone for good (see actors/plan/recovery.py)."""
+
+    MANUAL = "Manual"  # report and wait for a person
+    AUTOMATIC = "Automatic"  # rebuild from the most advanced survivor, or from the newest backup
+
+
+@frozen
+class DisasterRecoverySpec:
+    mode: RecoveryMode = RecoveryMode.MANUAL
+
+
 @frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
@@ -240,6 +252,7 @@ class ClusterSpec:
     backup: BackupSpec | None = None
     restore: RestoreSpec | None = None
     maintenance: MaintenanceSpec = field(factory=MaintenanceSpec)
+    disaster_recovery: DisasterRecoverySpec = field(factory=DisasterRecoverySpec)
 
     @property
     def image_family(self) -> ImageFamily:
@@ -373,6 +386,24 @@ class EtcdBackup:
         return f"{self.namespace}/{self.name}"
 
 
+class RecoveryPath(enum.StrEnum):
+    SURVIVOR = "Survivor"  # the most advanced surviving member, alone, then grown back
+    BACKUP = "Backup"  # no member's data survived: the newest verified backup
+
+
+@frozen
+class LastRecovery:
+    """The latest quorum-loss recovery: where the data came from and what may have been lost."""
+
+    path: RecoveryPath
+    source: str  # the surviving member's name, or the backup's key
+    revision: int  # the store revision the cluster was recovered to
+    # The highest revision the supervisor had observed before the loss (0: unknown); above
+    # `revision`, writes may have been lost.
+    last_observed_revision: int
+    time: float  # unix seconds
+
+
 @frozen
 class ClusterStatus:
     phase: Phase = Phase.CREATING
@@ -383,6 +414,7 @@ class ClusterStatus:
     # Why the phase is what it is, in a sentence (e.g. "quorum lost: 2 of 3 members down").
     message: str = ""
     backup: BackupStatus | None = None  # only for clusters with spec.backup
+    last_recovery: LastRecovery | None = None
 
 
 # --- what the member runtime reports ---------------------------------------------------------
@@ -431,6 +463,9 @@ class MemberLaunch:
     # "new" only for the seed of a brand-new cluster; "existing" for every member added later.
     initial_cluster_state: str
     spec: ClusterSpec
+    # Start this once as a one-member cluster from its own data (etcd's --force-new-cluster):
+    # quorum-loss recovery from a survivor. Never set on a later start of the same member.
+    force_new_cluster: bool = False
 
     def initial_cluster_flag(self) -> str:
         return ",".join(f"{name}={url}" for name, url in self.initial_cluster)
@@ -466,6 +501,8 @@ class MemberHealth:
     @property
     def reclaimable(self) -> int:
         return max(self.db_size - self.db_size_in_use, 0) if self.db_size_in_use else 0
+
+    revision: int = 0  # the member's own store revision (what it has applied)
 
 
 def member_name(cluster: ClusterRef, ordinal: int) -> str:

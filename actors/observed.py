@@ -12,7 +12,7 @@ from functools import cached_property
 from attrs import field, frozen
 
 from actors.maintenance.board import DefragRound
-from actors.model import ClusterRef, EtcdMember, MemberHealth, ProcessState, RuntimeMember
+from actors.model import ClusterRef, EtcdMember, LastBackup, MemberHealth, ProcessState, RuntimeMember
 
 
 def quorum(voters: int) -> int:
@@ -37,6 +37,13 @@ class Observed:
     restarted_silent: frozenset[str] = frozenset()
     # The defragmentation round under way (actors/maintenance), if any.
     maintenance: DefragRound | None = None
+    # Every member: seconds since it last answered a probe (restarts do not reset it).
+    unreachable_for: Mapping[str, float] = field(factory=dict)
+    # The highest store revision any member reported to this cluster actor: what the cluster had
+    # reached as far as the supervisor knows (a quorum loss may cost what came after it).
+    revision_seen: int = 0
+    # The newest verified backup the backup actor reported (the last resort when all data is lost).
+    newest_verified_backup: LastBackup | None = None
 
     # --- the runtime side --------------------------------------------------------------------
 

@@ -6,9 +6,11 @@ happen one at a time: the caller executes the step, re-observes and asks again. 
 cost quorum: members join as learners and are promoted once caught up, unhealthy members go
 before healthy ones, and leadership moves away from a member before it is removed.
 
-The order is the policy. Bring back what is down or silent before anything else (that is also
-how a cluster that lost quorum returns); with quorum lost, change nothing; then repair (lost data,
-leftovers), finish the change in flight (a learner), and only then work towards the size.
+The order is the policy. A quorum lost for good is rebuilt first (only in Automatic mode, and
+only once the voters that may return cannot form a quorum). Bring back what is down or silent
+before anything else (that is also how a cluster that lost quorum returns); with quorum lost,
+change nothing; then repair (lost data, leftovers), finish the change in flight (a learner),
+and only then work towards the size.
 A new capability (upgrades, defragmentation, space) is a planner module added to the list.
 
 No trio, no asyncio, no I/O: everything here is a function of its arguments.
@@ -27,6 +29,7 @@ from actors.plan.learners import finish_learner
 from actors.plan.leftovers import delete_leftovers
 from actors.plan.maintenance import maintain
 from actors.plan.quorum import hold_without_quorum
+from actors.plan.recovery import recover_quorum
 from actors.plan.restart import restart_stopped
 from actors.plan.size import match_size
 from actors.plan.unresponsive import heal_unresponsive
@@ -34,6 +37,7 @@ from actors.plan.unresponsive import heal_unresponsive
 Planner = Callable[[ClusterSpec, Observed], Step | None]
 
 PLANNERS: tuple[Planner, ...] = (
+    recover_quorum,
     membership_unknown,
     restart_stopped,
     heal_unresponsive,

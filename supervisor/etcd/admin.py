@@ -117,6 +117,7 @@ class EtcdAdminAdapter:
             db_size_in_use=s.db_size_in_use,
             errors=tuple(e for e in s.errors if _alarm_name(e) is None),
             alarms=tuple(a for a in (_alarm_name(e) for e in s.errors) if a is not None),
+            revision=s.revision,
         )
 
     async def compact(self, endpoints: Sequence[str], revision: int) -> None:

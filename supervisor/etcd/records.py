@@ -44,6 +44,7 @@ class EndpointStatus:
     is_learner: bool
     version: str
     errors: tuple[str, ...]
+    revision: int = 0  # the member's own store revision (the response header's)
 
     @property
     def is_leader(self) -> bool:

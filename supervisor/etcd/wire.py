@@ -64,6 +64,7 @@ def endpoint_status(endpoint: str, s: pb.StatusResponse) -> EndpointStatus:
         is_learner=s.is_learner,
         version=s.version,
         errors=tuple(s.errors),
+        revision=s.header.revision,
     )
 
 

@@ -304,6 +304,10 @@ def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[t
         ("initial-cluster-token", token),
         *member_settings(launch.spec),
     ]
+    if launch.force_new_cluster:
+        # Quorum-loss recovery. Pods run with restartPolicy Never: this pod starts once with
+        # it, and any later start is a new pod from a launch without it.
+        settings.append(("force-new-cluster", "true"))
     if launch.spec.tls_enabled:
         ca, cert, key = f"{TLS_DIR}/{TLS_CA_CERT}", f"{TLS_DIR}/{TLS_CERT}", f"{TLS_DIR}/{TLS_KEY}"
         settings += [

@@ -48,6 +48,8 @@ def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: Tls
         f"--initial-cluster-token={cluster_token(launch)}",
         *_local_flags(launch),
     ]
+    if launch.force_new_cluster:
+        argv.append("--force-new-cluster=true")  # this start only: quorum-loss recovery
     if tls is not None:
         argv += [
             f"--cert-file={tls.cert_file}",

@@ -68,6 +68,8 @@ def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
         ({"security": {"tls": {"enabled": "yes"}}}, "spec.security.tls.enabled", "true or false"),
         ({"sise": 3}, "spec.sise", "unknown field"),
         ({"storage": {"class": "x"}}, "spec.storage.class", "unknown field"),
+        ({"disasterRecovery": {"mode": "automatic"}}, "spec.disasterRecovery.mode", "Automatic or Manual"),
+        ({"disasterRecovery": {"auto": True}}, "spec.disasterRecovery.auto", "unknown field"),
     ],
 )
 def test_each_broken_rule_names_its_field(spec, field, words):

@@ -34,6 +34,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "backup": ("backup",),
     "restore": ("restore",),
     "maintenance": ("maintenance",),
+    "disaster_recovery": ("disasterRecovery",),
 }
 
 
@@ -197,6 +198,8 @@ def test_cel_patterns_accept_the_model_defaults(
 def test_enums_match(schema: dict[str, Any]) -> None:
     assert node(schema["spec"], "storage", "reclaimPolicy")["enum"] == [p.value for p in model.ReclaimPolicy]
     assert node(schema["status"], "phase")["enum"] == [p.value for p in model.Phase]
+    assert node(schema["spec"], "disasterRecovery", "mode")["enum"] == [m.value for m in model.RecoveryMode]
+    assert node(schema["status"], "lastRecovery", "path")["enum"] == [p.value for p in model.RecoveryPath]
     members = schema["status"]["properties"]["members"]["items"]
     assert members["properties"]["role"]["enum"] == [r.value for r in model.Role]
     compaction = node(schema["spec"], "maintenance", "autoCompaction", "mode")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 
+import attrs
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
@@ -148,6 +149,11 @@ def test_official_pod_uses_flags_and_its_own_dns_name() -> None:
     assert "--initial-cluster-token=main-uid-1" in args
     assert "tcpSocket" not in etcd["readinessProbe"]
     assert etcd["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "512Mi"}}
+    assert not any("force-new-cluster" in a for a in args)
+    # A quorum-loss recovery starts this one pod on its own data as a one-member cluster;
+    # with restartPolicy Never, the next start is another pod from a launch without it.
+    forced = m.member_pod(OWNER, attrs.evolve(launch(spec, state="existing"), force_new_cluster=True))
+    assert "--force-new-cluster=true" in forced["spec"]["containers"][0]["args"]
     assert pod_spec["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "main-0-data"}}]
     anti = pod_spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"

@@ -14,6 +14,8 @@ def test_silence_counts_from_the_last_answer_or_the_last_start():
     # A restart (a new pid) starts the count again.
     times.seen([rt(0), attrs.evolve(rt(1), pid=999)], now=111.0)
     assert times.silent_for(112.0)["demo-1"] == 1.0
+    # Unreachable counts on from the last answer whatever the process did (quorum-loss bound).
+    assert times.unreachable_for(112.0) == {"demo-0": 9.0, "demo-1": 12.0}
 
 
 def test_a_restart_for_silence_is_remembered_until_the_member_answers():

@@ -1,0 +1,105 @@
+"""The steps of a quorum-loss recovery (chosen by actors/plan/recovery.py).
+
+Each says, once done, where the data came from, the revision the cluster was recovered to and
+the highest revision the supervisor had observed before the loss, so the Event and the status
+(`lastRecovery`) tell what may have been lost. No trio and no asyncio: they await the ports.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+from attrs import frozen
+
+from actors.actions import Action, ActionContext, RestoreSeed
+from actors.model import LastRecovery, MemberLaunch, RecoveryPath, RestoreSpec
+
+
+class QuorumRecovery(Action):
+    """A step that rebuilds a cluster whose quorum is gone for good."""
+
+    __slots__ = ()
+    revision: int  # what the cluster is recovered to
+    revision_seen: int  # the highest revision observed before the loss
+
+    @abc.abstractmethod
+    def outcome(self, at: float) -> LastRecovery:
+        """What the status records once the step is done."""
+
+    def loss_note(self) -> str:
+        lost = self.revision_seen - self.revision
+        if self.revision_seen == 0:
+            return "no revision was observed before the loss"
+        if lost <= 0:
+            return f"the supervisor last observed revision {self.revision_seen}: nothing observed is lost"
+        return (
+            f"the supervisor last observed revision {self.revision_seen}: "
+            f"the changes of up to {lost} revisions after {self.revision} may be lost"
+        )
+
+
+@frozen
+class RecoverFromSurvivor(QuorumRecovery):
+    """Restart the most advanced survivor alone on its data (--force-new-cluster): a one-member
+    cluster with the same cluster ID; the dead members become leftovers, learners follow."""
+
+    name: str
+    revision: int
+    revision_seen: int
+    lost: str  # which voters were gone for good, and why
+    event_reason: ClassVar[str] = "QuorumRecoveredFromSurvivor"
+    time_limit: ClassVar[float | None] = 120.0  # a graceful stop, then a start on a large WAL
+
+    async def execute(self, ctx: ActionContext) -> None:
+        cluster = ctx.observed.cluster
+        urls = ctx.observed.runtime_by_name()[self.name].urls
+        await ctx.runtime.stop_member(cluster, self.name)
+        initial = ((self.name, urls.peer_url),)
+        launch = MemberLaunch(cluster, self.name, urls, initial, "existing", ctx.spec, force_new_cluster=True)
+        await ctx.runtime.start_member(launch)
+
+    def outcome(self, at: float) -> LastRecovery:
+        return LastRecovery(RecoveryPath.SURVIVOR, self.name, self.revision, self.revision_seen, at)
+
+    def describe(self) -> str:
+        return (
+            f"quorum lost for good ({self.lost}): rebuilt from the most advanced survivor {self.name}"
+            f" at revision {self.revision}; {self.loss_note()}"
+        )
+
+    def progress(self) -> str:
+        return f"quorum lost for good ({self.lost}): rebuilding from survivor {self.name}"
+
+
+@frozen
+class RecoverFromBackup(QuorumRecovery):
+    """Every member's data is gone: a new seed from the newest verified backup, then the old
+    members are deleted (in that order, so a failed restore leaves the picture as it was and
+    the restore is tried again, never an empty cluster started in its place)."""
+
+    name: str
+    source: RestoreSpec
+    stale: tuple[str, ...]  # the members whose data is gone
+    revision: int
+    revision_seen: int
+    event_reason: ClassVar[str] = "QuorumRecoveredFromBackup"
+    time_limit: ClassVar[float | None] = RestoreSeed.time_limit
+    failure_fails_cluster: ClassVar[bool] = True
+
+    async def execute(self, ctx: ActionContext) -> None:
+        await RestoreSeed(self.name, self.source).execute(ctx)
+        for name in self.stale:
+            await ctx.runtime.delete_member(ctx.observed.cluster, name)
+
+    def outcome(self, at: float) -> LastRecovery:
+        return LastRecovery(RecoveryPath.BACKUP, self.source.key or "", self.revision, self.revision_seen, at)
+
+    def describe(self) -> str:
+        return (
+            f"every member's data was lost: rebuilt from backup {self.source.key} at revision"
+            f" {self.revision} as seed {self.name}; {self.loss_note()}"
+        )
+
+    def progress(self) -> str:
+        return f"every member's data was lost: restoring seed {self.name} from backup {self.source.key}"
