@@ -4,7 +4,8 @@ A majority killed with its data deleted can never return: Manual reports it and 
 Automatic rebuilds from the most advanced survivor (--force-new-cluster), then grows back by
 learners. Every write acknowledged at or below the revision the survivor had is kept; the
 status and the Event say that revision and the last one the supervisor saw. A frozen majority
-(SIGSTOP) is not a loss: nothing is rebuilt, and the cluster returns when it resumes.
+(SIGSTOP) is not a loss: nothing is rebuilt, and the cluster returns when it resumes. With no
+member's data left, Automatic rebuilds from the newest verified backup.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ import attrs
 import trio
 
 from actors.model import (
+    BackupSpec,
     ClusterRef,
     ClusterResource,
     ClusterSpec,
+    ClusterStatus,
     DisasterRecoverySpec,
+    LocalStore,
     MemberStatus,
     RecoveryMode,
     RecoveryPath,
     Role,
+    StoreSpec,
 )
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdError
+from supervisor.local.backups import local_backups, local_store_opener
+from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
 from tests.harness.procs import etcd_pids_under
@@ -181,3 +188,52 @@ async def test_automatic_rebuilds_five_members_from_the_most_advanced_of_two_sur
             assert survivor in keep
             nursery.cancel_scope.cancel()
     assert etcd_pids_under(tmp_path) == []
+
+
+async def test_automatic_rebuilds_from_the_newest_verified_backup_when_every_member_lost_its_data(tmp_path):
+    store = StoreSpec(local=LocalStore(str(tmp_path / "backups")))
+    demo = with_mode(resource(size=3), RecoveryMode.AUTOMATIC)
+    demo = attrs.evolve(
+        demo, spec=attrs.evolve(demo.spec, backup=BackupSpec(schedule="* * * * *", store=store))
+    )
+
+    def children(runtime):
+        scratch = tmp_path / "scratch"
+        return [local_backups(runtime, manifest_dir=tmp_path, scratch_dir=scratch, clock=fast_clock())]
+
+    stores = local_store_opener(tmp_path, {})
+    async with open_local_supervisor(tmp_path / "state", children=children, stores=stores) as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        writer = RevisionWriter([m.client_url for m in status.members])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            await writer.wait_for_more(50)
+            status = await sup.wait_for(
+                demo.ref, lambda s: verified_revision(s) > writer.acked[49][2], timeout=60
+            )
+            backup = status.backup.last_successful_backup
+            await writer.wait_for_more(20)  # written after the backup: lost with every member's data
+            nursery.cancel_scope.cancel()
+        lost = lose(sup, demo.ref, list(sup.recorder.statuses[demo.ref].members))
+        status = await sup.wait_for(
+            demo.ref, lambda s: is_healthy(s, 3) and not set(lost) & {m.id for m in s.members}, timeout=120
+        )
+        rec = status.last_recovery
+        assert rec is not None and (rec.path, rec.source, rec.revision) == (
+            RecoveryPath.BACKUP,
+            backup.key,
+            backup.revision,
+        )
+        assert rec.last_observed_revision > rec.revision  # the writes after the backup, reported as lost
+        (event,) = recovered(sup, demo.ref)
+        assert f"from backup {backup.key} at revision {backup.revision}" in event
+        kept = [w for w in writer.acked if w[2] <= backup.revision]
+        writer.endpoints[:] = [m.client_url for m in status.members]
+        assert len(kept) >= 50 and await writer.missing(kept) == []
+    assert etcd_pids_under(tmp_path) == []
+
+
+def verified_revision(status: ClusterStatus) -> int:
+    last = status.backup.last_successful_backup if status.backup else None
+    return last.revision if last is not None and last.verified else 0
