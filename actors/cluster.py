@@ -176,7 +176,7 @@ class MemberActors:
 
     def __init__(self, cluster: ClusterRef, ports: ClusterPorts, timing: Timing) -> None:
         self.supervisor = Supervisor(
-            f"{cluster} members", strategy=Strategy.ONE_FOR_ONE, intensity=Intensity(20, 10.0)
+            f"{cluster} members", strategy=Strategy.ONE_FOR_ONE, intensity=Intensity(20, 10.0), kind="members"
         )
         self._admin = ports.admin
         self._timing = timing
@@ -208,6 +208,7 @@ class MemberActors:
             mailbox_capacity=4,
             coalesce_key=lambda probe: ("probe", probe.eager),
             shutdown=1.0,
+            kind="member",
         )
         await self.supervisor.add_child(spec)
         self._handles[name] = handle
@@ -525,6 +526,7 @@ def cluster_tree(
             [factory(context) for factory in children],
             strategy=Strategy.ONE_FOR_ONE,
             intensity=Intensity(10, 60.0),
+            kind="services",
         )
         order.append(ChildSpec("services", services.run, shutdown=timing.call_timeout))  # type: ignore[arg-type]
     order += [
@@ -535,5 +537,7 @@ def cluster_tree(
         actor_spec,
         ChildSpec("ticker", partial(run_ticker, handle, timing.tick), shutdown=0.1),
     ]
-    tree = Supervisor(f"cluster {ref}", order, strategy=Strategy.REST_FOR_ONE, intensity=Intensity(10, 30.0))
+    tree = Supervisor(
+        f"cluster {ref}", order, strategy=Strategy.REST_FOR_ONE, intensity=Intensity(10, 30.0), kind="cluster"
+    )
     return tree, handle

@@ -497,6 +497,7 @@ class MemberHealth:
     # Alarms raised in the cluster, as this member reports them ("NOSPACE"). Not errors: a
     # member under the NOSPACE alarm is healthy, it only refuses writes.
     alarms: tuple[str, ...] = ()
+    version: str = ""  # the etcd server version, "3.5.17"
 
     @property
     def reclaimable(self) -> int:

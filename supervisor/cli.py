@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log verbosity"
     )
     parser.add_argument("--log-format", default="json", choices=["json", "text"], help="log line format")
+    parser.add_argument(
+        "--log-level-file",
+        type=Path,
+        help="follow this file's log level at run time (on Kubernetes: the ConfigMap's LOG_LEVEL, mounted)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="operate EtcdCluster resources in a Kubernetes cluster")
@@ -46,7 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="namespace to watch (repeatable; default: all)",
     )
 
-    run.add_argument("--health-port", type=int, default=8080, help="port of /healthz and /readyz")
+    run.add_argument(
+        "--metrics-port",
+        "--health-port",
+        dest="metrics_port",
+        type=int,
+        default=8080,
+        help="port of /healthz, /readyz, /metrics and /loglevel (--health-port: the old name)",
+    )
     run.add_argument(
         "--cluster-domain",
         type=_cluster_domain,
@@ -71,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="at exit, leave the etcd members running (a daemon upgrade); the next daemon adopts them",
     )
+    local.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve /metrics, /healthz, /readyz and /loglevel on this port (0: any; written to"
+        " STATE_DIR/metrics-port); members serve their own /metrics (see `local env`)",
+    )
+    local.add_argument("--metrics-host", default="127.0.0.1", help="address for --metrics-port")
     return parser
 
 
@@ -109,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             state_dir,
             show_board=not args.no_board,
             leave_members_running=args.leave_members_running,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            log_level_file=args.log_level_file,
         )
         trio.run(run)
         return 0
@@ -119,8 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_kube,
             kubeconfig=args.kubeconfig,
             namespaces=args.namespaces,
-            health_port=args.health_port,
+            health_port=args.metrics_port,
             cluster_domain=args.cluster_domain,
+            log_level_file=args.log_level_file,
         )
     )
     return 0

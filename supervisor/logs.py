@@ -35,3 +35,17 @@ def configure_logging(*, level: str = "info", fmt: str = "json", stream=sys.stde
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+def current_level() -> str:
+    return logging.getLevelName(logging.getLogger().level).lower()
+
+
+def set_level(level: str) -> None:
+    """Change the root level at run time (HTTP /loglevel, SIGUSR1/SIGUSR2, the ConfigMap)."""
+    if level not in LEVELS:
+        raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
+    logging.getLogger().setLevel(level.upper())

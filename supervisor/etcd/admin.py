@@ -118,6 +118,7 @@ class EtcdAdminAdapter:
             errors=tuple(e for e in s.errors if _alarm_name(e) is None),
             alarms=tuple(a for a in (_alarm_name(e) for e in s.errors) if a is not None),
             revision=s.revision,
+            version=s.version,
         )
 
     async def compact(self, endpoints: Sequence[str], revision: int) -> None:

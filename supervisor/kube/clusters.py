@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from prometheus_client import CollectorRegistry
 
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.cluster import Desired, Timing
@@ -43,6 +44,9 @@ from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.watch import ClusterEvent
+from supervisor.metrics import open_runtime_metrics
+from supervisor.metrics.clusters import ClusterMetrics
+from supervisor.metrics.loglevel import follow_log_level_file
 from supervisor.signals import cancel_on_signal
 
 log = logging.getLogger(__name__)
@@ -137,11 +141,25 @@ def as_document(obj: Mapping[str, Any]) -> dict[str, Any]:
 class KubeClusters:
     """serve_clusters for run_operator: one Fleet, fed by EtcdCluster events."""
 
-    def __init__(self, *, timing: Timing | None = None, tls_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timing: Timing | None = None,
+        tls_root: Path | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self._timing = timing or Timing()
         self._tls_root = tls_root or Path(tempfile.mkdtemp(prefix="etcd-supervisor-tls-"))
+        self._registry = registry if registry is not None else CollectorRegistry()
+        self._metrics: ClusterMetrics | None = None
 
-    def _ports_for(self, ports: OperatorPorts) -> PortsFactory:
+    def _metrics_for(self, ports: OperatorPorts) -> ClusterMetrics:
+        # Once per process: a new leadership keeps counting where the last one stopped.
+        if self._metrics is None:
+            self._metrics = ClusterMetrics(self._registry, ports.status, ports.events)
+        return self._metrics
+
+    def _ports_for(self, ports: OperatorPorts, metrics: ClusterMetrics) -> PortsFactory:
         def ports_for(resource: ClusterResource) -> ClusterPorts:
             admin = SecretTlsAdmin(
                 ports.client,
@@ -150,24 +168,29 @@ class KubeClusters:
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
             )
-            return ClusterPorts(ports.runtime, admin, ports.status, ports.events)
+            return ClusterPorts(ports.runtime, admin, metrics, metrics)
 
         return ports_for
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
+        metrics = self._metrics_for(ports)
+        fleet_ports = self._ports_for(ports, metrics)
         async with (
-            open_fleet(self._ports_for(ports), timing=self._timing, children=[defrag_child()]) as fleet,
+            open_fleet(fleet_ports, timing=self._timing, children=[defrag_child(), metrics.child]) as fleet,
             events,
         ):
             async for event in events:
-                await self._on_event(fleet, ports, event)
+                await self._on_event(fleet, ports, metrics, event)
 
-    async def _on_event(self, fleet: Fleet, ports: OperatorPorts, event: ClusterEvent) -> None:
+    async def _on_event(
+        self, fleet: Fleet, ports: OperatorPorts, metrics: ClusterMetrics, event: ClusterEvent
+    ) -> None:
         ref = event.ref
         if event.object is None:  # gone for good (the finalizer was already released)
             if ref in fleet:
                 await fleet.remove(ref)
             ports.status.forget(ref)
+            metrics.forget(ref)
             return
         if event.deleting:
             if ref in fleet:
@@ -181,12 +204,12 @@ class KubeClusters:
         try:
             resource = parse_cluster(as_document(event.object))
         except InvalidCluster as exc:
-            await self._report_invalid(fleet, ports, ref, event.object, str(exc))
+            await self._report_invalid(fleet, metrics, ref, event.object, str(exc))
             return
         await fleet.upsert(Desired(resource))
 
     async def _report_invalid(
-        self, fleet: Fleet, ports: OperatorPorts, ref: ClusterRef, obj: Mapping[str, Any], problem: str
+        self, fleet: Fleet, sinks: ClusterMetrics, ref: ClusterRef, obj: Mapping[str, Any], problem: str
     ) -> None:
         log.error(
             "EtcdCluster %s is invalid: %s",
@@ -194,11 +217,11 @@ class KubeClusters:
             problem,
             extra={"event": "invalid-spec", "cluster": str(ref)},
         )
-        await ports.events.record(ref, reason="InvalidSpec", message=problem, warning=True)
+        await sinks.record(ref, reason="InvalidSpec", message=problem, warning=True)
         if await fleet.report_problem(ref, problem):
             return
         generation = (obj.get("metadata") or {}).get("generation", 0)
-        await ports.status.publish(
+        await sinks.publish(
             ref,
             ClusterStatus(
                 observed_generation=generation if isinstance(generation, int) else 0,
@@ -215,16 +238,22 @@ async def run_kube(
     health_port: int,
     cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN,
     timing: Timing | None = None,
+    log_level_file: Path | None = None,
 ) -> None:
-    """The whole operator until SIGINT/SIGTERM: leader election, watches, cluster actors, health."""
-    clusters = KubeClusters(timing=timing)
-    async with open_asyncio_loop(), trio.open_nursery() as nursery:
+    """The whole operator until SIGINT/SIGTERM: leader election, watches, cluster actors, the
+    HTTP endpoints (health, readiness, metrics, log level)."""
+    registry = CollectorRegistry()
+    clusters = KubeClusters(timing=timing, registry=registry)
+    async with open_runtime_metrics(registry), open_asyncio_loop(), trio.open_nursery() as nursery:
         nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
+        if log_level_file is not None:
+            nursery.start_soon(follow_log_level_file, log_level_file)
         await run_operator(
             serve_clusters=clusters.serve,
             kubeconfig=kubeconfig,
             namespaces=namespaces,
             health_port=health_port,
             cluster_domain=cluster_domain,
+            registry=registry,
         )
         nursery.cancel_scope.cancel()

@@ -4,7 +4,8 @@ How they fit::
 
     open_asyncio_loop()                          (the CLI, once, at the root)
      └ run_operator(...)
-        ├ serve_health(port)                     /healthz always; /readyz per Readiness
+        ├ serve_endpoints(port)                  /healthz always; /readyz per Readiness; /metrics
+        │                                          (supervisor/metrics: hypercorn on trio)
         └ LeaderElector.run(lead)                passive until this replica holds the Lease
            └ lead()                              cancelled at once if the Lease is lost
               ├ KubeRuntime.run()                pod + claim watches -> watch_members callbacks
@@ -33,12 +34,13 @@ from typing import Any
 
 import trio
 from attrs import frozen
+from prometheus_client import CollectorRegistry
 
 from supervisor.aio import running_in_asyncio_loop
 from supervisor.kube.client import KubeClient, open_kube_client
-from supervisor.kube.health import Readiness, serve_health
 from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
 from supervisor.kube.manifests import DEFAULT_CLUSTER_DOMAIN
+from supervisor.kube.metrics import OperatorMetrics
 from supervisor.kube.runtime import KubeRuntime
 from supervisor.kube.status import KubeEventSink, KubeStatusSink
 from supervisor.kube.watch import (
@@ -50,6 +52,7 @@ from supervisor.kube.watch import (
     run_watchers,
     watchers_for,
 )
+from supervisor.metrics.http import Endpoints, Readiness, serve_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,7 @@ async def lead(
     namespaces: list[str] | None,
     readiness: Readiness,
     watch_options: WatchOptions | None = None,
+    metrics: OperatorMetrics | None = None,
 ) -> None:
     """Everything the leader runs; returns when serve_clusters does."""
     readiness.require(READY_WATCHES)
@@ -100,6 +104,8 @@ async def lead(
             raw_send, raw_recv = trio.open_memory_channel[WatchEvent](64)
             events_send, events_recv = trio.open_memory_channel[ClusterEvent](64)
             watchers = watchers_for(ports.client, ETCD_CLUSTERS, namespaces, options=watch_options)
+            if metrics is not None:
+                metrics.watching([*watchers, *ports.runtime.watchers])
             await nursery.start(run_watchers, watchers, raw_send)
             readiness.set(READY_WATCHES, True)
 
@@ -129,13 +135,15 @@ async def run_operator(
     identity: str | None = None,
     election: LeaderElectionConfig | None = None,
     watch_options: WatchOptions | None = None,
+    registry: CollectorRegistry | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the operator until cancelled (or until serve_clusters returns).
 
     Call inside supervisor.aio.open_asyncio_loop(). namespaces=None watches all namespaces.
     cluster_domain: the Kubernetes DNS domain that member URLs are fully qualified under.
-    task_status.started(health port) once the health endpoints listen.
+    task_status.started(health port) once the HTTP endpoints listen; /metrics serves `registry`
+    (the caller's cluster and runtime metrics), with the operator's own metrics added to it.
     """
     if not running_in_asyncio_loop():
         raise RuntimeError("run_operator must run inside supervisor.aio.open_asyncio_loop()")
@@ -143,8 +151,10 @@ async def run_operator(
         namespace=lease_namespace or default_lease_namespace(), identity=identity or default_identity()
     )
     readiness = Readiness()
+    registry = registry if registry is not None else CollectorRegistry()
+    metrics = OperatorMetrics(registry)
     async with open_kube_client(kubeconfig) as client, trio.open_nursery() as nursery:
-        port = await nursery.start(serve_health, health_port, readiness)
+        port = await nursery.start(serve_endpoints, health_port, Endpoints(readiness, registry))
         task_status.started(port)
         ports = OperatorPorts(
             client=client,
@@ -153,10 +163,16 @@ async def run_operator(
             events=KubeEventSink(client, instance=config.identity),
         )
         elector = LeaderElector(client, config)
+        metrics.elector, metrics.status = elector, ports.status
 
         async def body() -> None:
             await lead(
-                ports, serve_clusters, namespaces=namespaces, readiness=readiness, watch_options=watch_options
+                ports,
+                serve_clusters,
+                namespaces=namespaces,
+                readiness=readiness,
+                watch_options=watch_options,
+                metrics=metrics,
             )
 
         await elector.run(body)

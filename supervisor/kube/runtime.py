@@ -31,6 +31,7 @@ from supervisor.kube.watch import (
     PODS,
     VOLUME_CLAIMS,
     EventType,
+    Watcher,
     WatchEvent,
     WatchOptions,
     run_watchers,
@@ -180,6 +181,7 @@ class KubeRuntime:
         self._poll = poll_interval
         self._now = now
         self._subscribers: dict[ClusterRef, list[MemberChanged]] = {}
+        self.watchers: list[Watcher] = []  # the running watches, for the operator's metrics
 
     # --- the cluster object ------------------------------------------------------------------
 
@@ -462,6 +464,7 @@ class KubeRuntime:
                 self._client, VOLUME_CLAIMS, namespaces, label_selector=m.MEMBER_SELECTOR, options=options
             ),
         ]
+        self.watchers = watchers
         send, recv = trio.open_memory_channel[WatchEvent](64)
         async with trio.open_nursery() as nursery:
             await nursery.start(run_watchers, watchers, send)

@@ -153,6 +153,10 @@ class Watcher:
         where = self._namespace or "all namespaces"
         return f"<Watcher {self._resource.plural} in {where} ({self._selector or 'all'})>"
 
+    @property
+    def resource_name(self) -> str:
+        return self._resource.plural
+
     def statistics(self) -> WatchStatistics:
         return WatchStatistics(
             lists=self._lists,

@@ -15,9 +15,11 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import trio
+from prometheus_client import CollectorRegistry
 
 from actors.backup.ports import SeedRestorer
 from actors.cluster import Timing
@@ -35,6 +37,10 @@ from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.local.status_files import StatusFiles
 from supervisor.local.table import StatusBoard
+from supervisor.metrics import open_runtime_metrics
+from supervisor.metrics.clusters import ClusterMetrics
+from supervisor.metrics.http import Endpoints, Readiness, serve_endpoints
+from supervisor.metrics.loglevel import follow_log_level_file
 from supervisor.signals import cancel_on_signal
 
 log = logging.getLogger(__name__)
@@ -48,6 +54,7 @@ class LocalSinks:
         self._state_dir = state_dir
         self._board = board
         self.statuses: dict[ClusterRef, ClusterStatus] = {}
+        self.on_forget: Callable[[ClusterRef], None] = lambda cluster: None  # the metrics' series
 
     async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
         self.statuses[cluster] = status
@@ -77,6 +84,7 @@ class LocalSinks:
             self._board.show_problems(problems)
 
     def forget(self, cluster: ClusterRef) -> None:
+        self.on_forget(cluster)
         self.statuses.pop(cluster, None)
         self._files.remove(cluster)
         if self._board is not None:
@@ -91,26 +99,42 @@ async def run_local(
     show_board: bool = True,
     on_ready: Callable[[], None] | None = None,
     leave_members_running: bool = False,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    log_level_file: Path | None = None,
 ) -> None:
+    """metrics_port: serve /metrics, /healthz, /readyz and /loglevel there (0: any free port,
+    written to <state-dir>/metrics-port); None: no HTTP endpoints."""
     timing = timing or Timing()
     board = StatusBoard(env_command=env_command(state_dir)) if show_board else None
     sinks = LocalSinks(state_dir, board)
+    registry = CollectorRegistry()
+    metrics = ClusterMetrics(registry, sinks, sinks)
+    sinks.on_forget = metrics.forget
     stores = local_store_opener(file.parent, os.environ)
     async with (
+        open_runtime_metrics(registry),
         open_asyncio_loop(),
         open_local_runtime(state_dir, leave_members_running=leave_members_running) as runtime,
         open_fleet(
-            local_ports(runtime, sinks, timing, restorer=LocalRestorer(runtime, stores)),
+            local_ports(runtime, metrics, timing, restorer=LocalRestorer(runtime, stores)),
             name="etcd-supervisor",
             timing=timing,
             children=[
                 local_backups(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch"),
                 defrag_child(),
+                metrics.child,
             ],
         ) as fleet,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
+        if log_level_file is not None:
+            nursery.start_soon(follow_log_level_file, log_level_file)
+        if metrics_port is not None:
+            endpoints = Endpoints(Readiness(), registry)
+            bound = await nursery.start(partial(serve_endpoints, metrics_port, endpoints, host=metrics_host))
+            (state_dir / "metrics-port").write_text(f"{bound}\n")
         send, receive = trio.open_memory_channel[str | Unreadable](1)
         nursery.start_soon(watch_manifest, file, send)
         if board is not None:

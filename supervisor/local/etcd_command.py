@@ -32,7 +32,15 @@ def cluster_token(launch: MemberLaunch) -> str:
     return f"{launch.cluster.namespace}-{launch.cluster.name}"
 
 
-def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: TlsFiles | None) -> list[str]:
+def etcd_argv(
+    binary: Path,
+    launch: MemberLaunch,
+    member: MemberLayout,
+    tls: TlsFiles | None,
+    *,
+    metrics_port: int | None = None,
+) -> list[str]:
+    """metrics_port: etcd's /metrics and /health on plain HTTP there (loopback), even with TLS on."""
     _check_scheme(launch, tls is not None)
     peer, client = launch.urls.peer_url, launch.urls.client_url
     argv = [
@@ -50,6 +58,8 @@ def etcd_argv(binary: Path, launch: MemberLaunch, member: MemberLayout, tls: Tls
     ]
     if launch.force_new_cluster:
         argv.append("--force-new-cluster=true")  # this start only: quorum-loss recovery
+    if metrics_port is not None:
+        argv.append(f"--listen-metrics-urls=http://127.0.0.1:{metrics_port}")
     if tls is not None:
         argv += [
             f"--cert-file={tls.cert_file}",

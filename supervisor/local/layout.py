@@ -6,6 +6,7 @@
     state_dir/<namespace>/<cluster>/members/<member>/member.json, data/, etcd.log, etcd.pid, tls/
     state_dir/<namespace>/<cluster>/members/<member>/process.json  the running etcd's pid, start time
                                                                    and argv, for the next daemon
+    state_dir/prometheus-targets.json                     every supervised member's /metrics (file_sd)
 
 Everything the runtime reports is read back from this tree, so a daemon restarted on the same
 state_dir sees the members the previous one left behind.
@@ -34,13 +35,27 @@ class StoredMember:
 
     name: str
     urls: MemberUrls
+    # etcd's own /metrics (--listen-metrics-urls, plain HTTP on loopback); None in older state dirs.
+    metrics_port: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "peerURL": self.urls.peer_url, "clientURL": self.urls.client_url}
+        data: dict[str, Any] = {
+            "name": self.name,
+            "peerURL": self.urls.peer_url,
+            "clientURL": self.urls.client_url,
+        }
+        if self.metrics_port is not None:
+            data["metricsPort"] = self.metrics_port
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StoredMember:
-        return cls(name=str(data["name"]), urls=MemberUrls(str(data["peerURL"]), str(data["clientURL"])))
+        port = data.get("metricsPort")
+        return cls(
+            name=str(data["name"]),
+            urls=MemberUrls(str(data["peerURL"]), str(data["clientURL"])),
+            metrics_port=port if isinstance(port, int) else None,
+        )
 
 
 @frozen
@@ -108,6 +123,10 @@ class StateLayout:
     def member(self, ref: ClusterRef, name: str) -> MemberLayout:
         _check_segment(name)
         return self.cluster(ref).member(name)
+
+    @property
+    def scrape_targets_file(self) -> Path:
+        return self.state_dir / "prometheus-targets.json"
 
     def all_member_files(self) -> Iterator[Path]:
         """member.json of every member of every cluster under state_dir."""

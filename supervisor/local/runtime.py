@@ -158,11 +158,11 @@ class LocalRuntime:
         # No await between reading the taken ports and writing member.json: two allocations in
         # this trio run cannot interleave and pick the same ports.
         scheme = "https" if spec.tls_enabled else "http"
-        peer, client = processes.pick_free_ports(2, taken=self._ports_taken())
+        peer, client, metrics = processes.pick_free_ports(3, taken=self._ports_taken())
         urls = MemberUrls(
             peer_url=f"{scheme}://127.0.0.1:{peer}", client_url=f"{scheme}://127.0.0.1:{client}"
         )
-        write_json_atomically(member.member_file, StoredMember(name, urls).to_dict())
+        write_json_atomically(member.member_file, StoredMember(name, urls, metrics).to_dict())
         log.info("allocated %s/%s peer %s client %s", cluster, name, urls.peer_url, urls.client_url)
         return urls
 
@@ -174,11 +174,15 @@ class LocalRuntime:
             return
         member = self._layout.member(launch.cluster, launch.name)
         stored = read_member(member)
-        if stored is None or stored.urls != launch.urls:
+        metrics_port = stored.metrics_port if stored is not None else None
+        if stored is None or stored.urls != launch.urls or metrics_port is None:
             # The actors' launch is the truth about addresses; keep disk in step with it.
-            write_json_atomically(member.member_file, StoredMember(launch.name, launch.urls).to_dict())
+            if metrics_port is None:
+                (metrics_port,) = processes.pick_free_ports(1, taken=self._ports_taken())
+            fresh = StoredMember(launch.name, launch.urls, metrics_port)
+            write_json_atomically(member.member_file, fresh.to_dict())
         tls = self._member_tls(launch) if launch.spec.tls_enabled else None
-        argv = etcd_argv(self.etcd_binary, launch, member, tls)
+        argv = etcd_argv(self.etcd_binary, launch, member, tls, metrics_port=metrics_port)
         member.data_dir.mkdir(parents=True, exist_ok=True)
         member.data_dir.chmod(0o700)  # etcd warns and tightens it otherwise
         process = processes.spawn_member(argv, log_file=member.log_file, cwd=member.root, env=etcd_env())
@@ -190,6 +194,7 @@ class LocalRuntime:
         self._live[key] = proc
         self._history.setdefault(key, _History())
         self._starts += 1
+        self._write_scrape_targets()
         log.info("started %s/%s pid %d", launch.cluster, launch.name, process.pid)
         self._nursery.start_soon(self._watch_process, key, proc)
         self._notify(key)
@@ -203,6 +208,7 @@ class LocalRuntime:
         member = self._layout.member(cluster, name)
         await trio.to_thread.run_sync(lambda: shutil.rmtree(member.root, ignore_errors=True))
         self._history.pop(key, None)
+        self._write_scrape_targets()
         log.info("deleted %s/%s", cluster, name)
         self._notify(key)
 
@@ -214,6 +220,7 @@ class LocalRuntime:
         if not keep_data:
             root = self._layout.cluster(cluster).root
             await trio.to_thread.run_sync(lambda: shutil.rmtree(root, ignore_errors=True))
+        self._write_scrape_targets()
         log.info("deleted cluster %s (data %s)", cluster, "kept" if keep_data else "removed")
         for key in keys:
             self._notify(key)
@@ -366,6 +373,7 @@ class LocalRuntime:
         proc = _Process(process=process, started_at=time.monotonic(), client_port=client_port)
         self._live[key] = proc
         self._history.setdefault(key, _History())
+        self._write_scrape_targets()
         log.info("adopted %s/%s pid %d, left running by a previous daemon", key[0], key[1], process.pid)
         self._nursery.start_soon(self._watch_process, key, proc)
 
@@ -389,7 +397,21 @@ class LocalRuntime:
                 port = urlsplit(url).port
                 if port is not None:
                     taken.add(port)
+            if stored.metrics_port is not None:
+                taken.add(stored.metrics_port)
         return taken
+
+    def _write_scrape_targets(self) -> None:
+        """Prometheus file_sd targets: every member this runtime supervises (running or not, so a
+        dead member shows as up == 0), labelled with its namespace, cluster and member."""
+        groups = []
+        for cluster, name in sorted(set(self._live) | set(self._history)):
+            stored = read_member(self._layout.member(cluster, name))
+            if stored is None or stored.metrics_port is None:
+                continue
+            labels = {"namespace": cluster.namespace, "cluster": cluster.name, "member": name}
+            groups.append({"targets": [f"127.0.0.1:{stored.metrics_port}"], "labels": labels})
+        write_json_atomically(self._layout.scrape_targets_file, groups)
 
 
 def _ordinal_order(cluster: ClusterRef, name: str) -> tuple[int, str]:

@@ -6,6 +6,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from supervisor.runtime import telemetry
 from supervisor.runtime.errors import ActorStopped
 from supervisor.runtime.handle import Handle
 from supervisor.runtime.mailbox import Mailbox
@@ -53,10 +54,26 @@ async def run_actor(
     actor: Actor[M],
     handle: Handle[M],
     *,
+    kind: str | None = None,
     task_status: trio.TaskStatus[Handle[M]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run `actor` on the handle's mailbox until cancelled, crashed, or the mailbox closes."""
+    """Run `actor` on the handle's mailbox until cancelled, crashed, or the mailbox closes.
+
+    `kind` names the actor for telemetry (default: the handle's id).
+    """
     mailbox = handle._mailbox
+    kind = kind or handle.id or "actor"
+    with telemetry.running_actor(mailbox, kind):
+        await _run(actor, handle, mailbox, kind, task_status)
+
+
+async def _run(
+    actor: Actor[M],
+    handle: Handle[M],
+    mailbox: Mailbox[M],
+    kind: str,
+    task_status: trio.TaskStatus[Handle[M]],
+) -> None:
     actor.mailbox = mailbox
     actor.handle_ref = handle
     # Replies handed to this incarnation and not yet resolved: they die with it.
@@ -80,7 +97,9 @@ async def run_actor(
                 unyielded = 0
                 if undrained:
                     undrained = False
+                    began = trio.current_time()
                     await actor.on_drained()
+                    telemetry.observer.drained(kind, trio.current_time() - began)
                     continue  # whatever arrived meanwhile is handled before blocking
                 try:
                     msg = await mailbox.receive()
@@ -93,6 +112,7 @@ async def run_actor(
                 if reply is not None:
                     held.append(reply)
             await actor.handle(msg)
+            telemetry.observer.handled(kind)
             undrained = True
             if held:
                 held = [r for r in held if not r.done]

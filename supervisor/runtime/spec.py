@@ -36,11 +36,13 @@ def actor_child(
     coalesce_key: Callable[[M], Hashable | None] | None = None,
     restart: Restart = Restart.PERMANENT,
     shutdown: float = 5.0,
+    kind: str | None = None,
 ) -> tuple[ChildSpec, Handle[M]]:
     """A child that runs a fresh `factory()` actor on each (re)start, always on the same mailbox.
 
     The mailbox outlives every incarnation (Erlang's registered name): the returned Handle
     stays valid across restarts and pending messages are handled by the next incarnation.
+    `kind` names the actor for telemetry (default: `id`).
     """
     if mailbox is None:
         mailbox = Mailbox(mailbox_capacity, coalesce_key=coalesce_key)
@@ -49,6 +51,6 @@ def actor_child(
     handle: Handle[M] = Handle(mailbox, id=id)
 
     async def start(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-        await run_actor(factory(), handle, task_status=task_status)
+        await run_actor(factory(), handle, kind=kind, task_status=task_status)
 
     return ChildSpec(id, start, restart=restart, shutdown=shutdown), handle

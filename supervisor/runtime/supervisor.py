@@ -19,6 +19,7 @@ import attrs
 import trio
 
 from supervisor.backoff import Backoff
+from supervisor.runtime import telemetry
 from supervisor.runtime.errors import SupervisorEscalation
 from supervisor.runtime.policy import Intensity, Restart, Strategy
 from supervisor.runtime.shutdown import ChildContext, current_child, open_cleanup_scope
@@ -105,11 +106,13 @@ class Supervisor:
         intensity: Intensity = _DEFAULT_INTENSITY,
         backoff: Backoff = _DEFAULT_BACKOFF,
         rng: random.Random | None = None,
+        kind: str | None = None,
     ) -> None:
         ids = [spec.id for spec in children]
         if len(set(ids)) != len(ids):
             raise ValueError(f"supervisor {name!r}: duplicate child ids in {ids}")
         self.name = name
+        self.kind = kind or name  # bounded, for telemetry: "cluster", not "cluster default/demo"
         self.strategy = strategy
         self.intensity = intensity
         self.backoff = backoff
@@ -345,8 +348,10 @@ class Supervisor:
                         self.intensity.within,
                         extra=self._extra("escalate", child, failure),
                     )
+                    telemetry.observer.escalated(self.kind)
                     return SupervisorEscalation(self.name, child.spec.id, failure)
                 self._restarts_total += 1
+                telemetry.observer.restarted(self.kind)
                 affected = await self._stop_group(child)
                 delay = self._next_delay(child, run, now)
             # Sleep without the lock so add_child/remove_child are not held up by a backoff.

@@ -1,4 +1,4 @@
-"""/healthz and /readyz: the bare server, then run_operator's wiring on a real kube-apiserver."""
+"""/healthz and /readyz: the bare server (hypercorn), then run_operator's wiring on a real kube-apiserver."""
 
 from __future__ import annotations
 
@@ -7,20 +7,21 @@ from pathlib import Path
 
 import pytest
 import trio
+from prometheus_client import CollectorRegistry
 
 from supervisor.aio import open_asyncio_loop
 from supervisor.kube.client import open_kube_client
-from supervisor.kube.health import Readiness, serve_health
 from supervisor.kube.leader import LeaderElectionConfig
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.watch import ClusterEvent, EventType
+from supervisor.metrics.http import Endpoints, Readiness, serve_endpoints
 from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
 
 
 async def http_get(port: int, path: str) -> tuple[int, str]:
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     async with stream:
-        await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: probe\r\n\r\n".encode())
+        await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n".encode())
         data = b""
         with trio.fail_after(10):
             while chunk := await stream.receive_some(4096):
@@ -33,12 +34,12 @@ async def test_healthz_always_readyz_per_checks() -> None:
     readiness = Readiness()
     readiness.require("watches-synced")
     async with trio.open_nursery() as nursery:
-        port = await nursery.start(serve_health, 0, readiness)
+        port = await nursery.start(serve_endpoints, 0, Endpoints(readiness, CollectorRegistry()))
         assert await http_get(port, "/healthz") == (200, "ok\n")
         assert await http_get(port, "/readyz") == (503, "not ready: watches-synced\n")
         readiness.set("watches-synced", True)
         assert await http_get(port, "/readyz") == (200, "ok\n")
-        assert (await http_get(port, "/metrics"))[0] == 404
+        assert (await http_get(port, "/nothing"))[0] == 404
         nursery.cancel_scope.cancel()
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,20 @@ async def test_seed_member_starts_serves_and_is_listed(runtime, state_dir: Path)
 
     member_dir = state_dir / "default" / "demo" / "members" / "demo-0"
     stored = json.loads((member_dir / "member.json").read_text())
+    metrics_port = stored.pop("metricsPort")
     assert stored == {"name": "demo-0", "peerURL": launch.urls.peer_url, "clientURL": launch.urls.client_url}
+    # etcd's own /metrics on its metrics port, listed for Prometheus (file_sd) with its labels
+    scraped = await trio.to_thread.run_sync(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
+    )
+    assert b"etcd_server_has_leader 1" in scraped
+    targets = json.loads((state_dir / "prometheus-targets.json").read_text())
+    assert targets == [
+        {
+            "targets": [f"127.0.0.1:{metrics_port}"],
+            "labels": {"namespace": "default", "cluster": "demo", "member": "demo-0"},
+        }
+    ]
     assert (member_dir / "etcd.pid").read_text().strip() == str(running.pid)
     recorded = json.loads((member_dir / "process.json").read_text())  # what a next daemon verifies
     assert recorded["pid"] == running.pid and recorded["argv"][0] == str(runtime.etcd_binary)

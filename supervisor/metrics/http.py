@@ -1,0 +1,149 @@
+"""The daemon's HTTP endpoints: a small ASGI app served by hypercorn on trio.
+
+GET /healthz (/livez)   200 while the process's trio loop answers
+GET /readyz             200 when every readiness check holds, else 503 naming those that fail
+GET /metrics            Prometheus text format, from the registry given
+GET /loglevel           the root logger's level
+PUT /loglevel  "debug"  change it at run time, no restart (also POST)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from supervisor.logs import LEVELS, current_level, set_level
+
+log = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+TEXT = "text/plain; charset=utf-8"
+MAX_BODY = 1024
+
+
+class Readiness:
+    """Named checks; ready when all hold. A check required but never set counts as failing."""
+
+    def __init__(self) -> None:
+        self._checks: dict[str, bool] = {}
+
+    def require(self, name: str) -> None:
+        self._checks.setdefault(name, False)
+
+    def set(self, name: str, ok: bool) -> None:
+        self._checks[name] = ok
+
+    def drop(self, name: str) -> None:
+        self._checks.pop(name, None)
+
+    def failing(self) -> list[str]:
+        return sorted(name for name, ok in self._checks.items() if not ok)
+
+    def ready(self) -> bool:
+        return not self.failing()
+
+
+class Endpoints:
+    """The ASGI application."""
+
+    def __init__(self, readiness: Readiness, registry: CollectorRegistry) -> None:
+        self.readiness = readiness
+        self.registry = registry
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        method, path = scope["method"], scope["path"]
+        if path == "/loglevel" and method in ("PUT", "POST"):
+            status, body = _change_level(await _body(receive))
+            await _reply(send, status, body)
+            return
+        if method not in ("GET", "HEAD"):
+            await _reply(send, 405, "GET only (PUT /loglevel to change the log level)\n")
+            return
+        status, content_type, data = self.answer(path)
+        await _reply(send, status, data, content_type=content_type, head=method == "HEAD")
+
+    def answer(self, path: str) -> tuple[int, str, str | bytes]:
+        if path in ("/healthz", "/livez"):
+            return 200, TEXT, "ok\n"
+        if path == "/readyz":
+            failing = self.readiness.failing()
+            if not failing:
+                return 200, TEXT, "ok\n"
+            return 503, TEXT, "".join(f"not ready: {name}\n" for name in failing)
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        if path == "/loglevel":
+            return 200, TEXT, current_level() + "\n"
+        return 404, TEXT, "not found\n"
+
+
+def _change_level(body: bytes) -> tuple[int, str]:
+    wanted = body.decode("utf-8", "replace").strip().lower()
+    if wanted not in LEVELS:
+        return 400, f"loglevel: {wanted!r} is not one of {', '.join(LEVELS)}\n"
+    before = current_level()
+    set_level(wanted)
+    log.warning("log level %s -> %s (HTTP)", before, wanted, extra={"event": "log-level"})
+    return 200, wanted + "\n"
+
+
+async def _body(receive: Receive) -> bytes:
+    data = b""
+    while True:
+        message = await receive()
+        data += message.get("body", b"")
+        if not message.get("more_body") or len(data) > MAX_BODY:
+            return data[:MAX_BODY]
+
+
+async def _reply(
+    send: Send, status: int, body: str | bytes, *, content_type: str = TEXT, head: bool = False
+) -> None:
+    data = body.encode() if isinstance(body, str) else body
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else data})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def serve_endpoints(
+    port: int,
+    endpoints: Endpoints,
+    *,
+    host: str = "0.0.0.0",
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until cancelled; task_status.started(the bound port) (port 0 picks a free one)."""
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None  # scrapes and probes every few seconds: not worth a log line each
+    config.errorlog = logging.getLogger("hypercorn.error")  # through our handlers (JSON)
+    config.graceful_timeout = 1.0
+    async with trio.open_nursery() as nursery:
+        binds: list[str] = await nursery.start(partial(serve, endpoints, config))  # type: ignore[arg-type]
+        bound = int(binds[0].rsplit(":", 1)[1])
+        log.info("HTTP endpoints (/healthz /readyz /metrics /loglevel) on port %d", bound)
+        task_status.started(bound)

@@ -1,0 +1,76 @@
+"""Cluster metrics derived from the statuses and Events the actors publish (no I/O)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from actors.model import ClusterRef, ClusterStatus, MemberStatus, Phase, Role
+from supervisor.metrics.clusters import ClusterMetrics, operation_of
+
+REF = ClusterRef("default", "demo")
+LABELS = {"namespace": "default", "cluster": "demo"}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.statuses: list[ClusterStatus] = []
+        self.events: list[str] = []
+
+    async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
+        self.statuses.append(status)
+
+    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append(reason)
+
+
+def status(*members: tuple[str, Role, bool], phase: Phase = Phase.RUNNING) -> ClusterStatus:
+    return ClusterStatus(
+        phase=phase,
+        ready_replicas=sum(healthy for _, _, healthy in members),
+        members=tuple(MemberStatus(n, "1", "p", "c", role, healthy) for n, role, healthy in members),
+    )
+
+
+def test_event_reasons_name_operations_and_results() -> None:
+    assert operation_of("LearnerAdded") == ("AddLearner", "succeeded")
+    assert operation_of("AddLearnerFailed") == ("AddLearner", "failed")
+    assert operation_of("BackupFailed") == ("backup", "failed")
+    assert operation_of("PhaseRunning") is None
+
+
+async def test_statuses_and_events_become_series_and_pass_through() -> None:
+    now = [1000.0]
+    registry, inner = CollectorRegistry(), Recorder()
+    metrics = ClusterMetrics(registry, inner, inner, clock=lambda: now[0])
+    get = registry.get_sample_value
+    L, F = Role.LEADER, Role.FOLLOWER
+
+    # Bootstrap: members not yet healthy are not "healing".
+    await metrics.publish(REF, status(("demo-0", L, True), ("demo-1", F, False), phase=Phase.CREATING))
+    await metrics.publish(REF, status(("demo-0", L, True), ("demo-1", F, True)))
+    assert get("etcd_supervisor_member_heal_duration_seconds_count", LABELS) is None
+    # demo-0 dies at t=1000, demo-1 takes over; demo-0 is back 7 s later.
+    await metrics.publish(REF, status(("demo-0", F, False), ("demo-1", L, True)))
+    now[0] = 1007.0
+    await metrics.publish(REF, status(("demo-0", F, True), ("demo-1", L, True)))
+    assert get("etcd_supervisor_member_heal_duration_seconds_count", LABELS) == 1
+    assert get("etcd_supervisor_member_heal_duration_seconds_sum", LABELS) == 7.0
+    assert get("etcd_supervisor_leader_changes_total", LABELS) == 1
+    assert get("etcd_supervisor_cluster_ready_members", LABELS) == 2
+    assert get("etcd_supervisor_cluster_phase", {**LABELS, "phase": "Running"}) == 1
+    assert get("etcd_supervisor_member_healthy", {**LABELS, "member": "demo-0"}) == 1
+
+    await metrics.record(REF, reason="MemberRestarted", message="restarted demo-0")
+    await metrics.record(REF, reason="RestartMemberFailed", message="no", warning=True)
+    ok = {**LABELS, "operation": "RestartMember", "result": "succeeded"}
+    assert get("etcd_supervisor_operations_total", ok) == 1
+    assert get("etcd_supervisor_operations_total", {**ok, "result": "failed"}) == 1
+    warned = {**LABELS, "reason": "RestartMemberFailed", "type": "Warning"}
+    assert get("etcd_supervisor_events_total", warned) == 1
+    # Everything reached the real sinks.
+    assert len(inner.statuses) == 4 and inner.events == ["MemberRestarted", "RestartMemberFailed"]
+
+    metrics.forget(REF)  # a cluster torn down takes its series with it
+    assert get("etcd_supervisor_leader_changes_total", LABELS) is None
+    assert get("etcd_supervisor_cluster_ready_members", LABELS) is None
+    assert get("etcd_supervisor_operations_total", ok) is None
