@@ -38,6 +38,7 @@ MEMBER = (*CLUSTER, "member")
 EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
     "BackupSucceeded": ("backup", "succeeded"),
     "BackupFailed": ("backup", "failed"),
+    "BackupRetrying": ("backup", "retrying"),
     "BackupDeleted": ("backup_retention", "succeeded"),
 }
 
