@@ -117,6 +117,20 @@ class EtcdClient:
                 self._endpoints.append(self._endpoints.pop(i))
                 return
 
+    # ---- for streams (supervisor/etcd/watch.py)
+
+    async def stream_token(self) -> str | None:
+        """The auth token a long-lived stream sends, when the client authenticates."""
+        if self._credentials is None:
+            return None
+        return await self._ensure_token(trio.current_time() + self.call_timeout)
+
+    def stream_of(
+        self, endpoint: Endpoint, make: Callable[[Channel], AsyncIterator[T]]
+    ) -> Callable[[], AsyncIterator[T]]:
+        """An asyncio iterator over `make(channel)` on the endpoint, failures as typed errors."""
+        return lambda: _translated(self._pool, endpoint, make)
+
     async def aclose(self) -> None:
         async def close() -> None:
             self._pool.close()
@@ -506,7 +520,7 @@ class EtcdClient:
                                 digest.update(piece)
                             await sink(piece)
             except BaseExceptionGroup as group:
-                raise _sole_error(group) from None
+                raise sole_error(group) from None
         if scope.cancelled_caught:
             raise EtcdTimeout("snapshot did not finish in time", endpoint=url)
         return first_header[0] if first_header else 0
@@ -590,7 +604,7 @@ async def _translated(
         yield item
 
 
-def _sole_error(group: BaseExceptionGroup[Any]) -> BaseException:
+def sole_error(group: BaseExceptionGroup[Any]) -> BaseException:
     """The one real error inside a nursery's exception group (cancellations are its echoes)."""
     leaves = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
     typed = [e for e in leaves if isinstance(e, EtcdError)]

@@ -6,10 +6,13 @@
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
+    AsyncIterable,
     AsyncIterator,
     Dict,
+    Iterable,
     List,
     Optional,
+    Union,
 )
 
 import betterproto
@@ -66,6 +69,51 @@ class AlarmRequestAlarmAction(betterproto.Enum):
     GET = 0
     ACTIVATE = 1
     DEACTIVATE = 2
+
+
+@dataclass(eq=False, repr=False)
+class WatchRequest(betterproto.Message):
+    create_request: "WatchCreateRequest" = betterproto.message_field(
+        1, group="request_union"
+    )
+    cancel_request: "WatchCancelRequest" = betterproto.message_field(
+        2, group="request_union"
+    )
+    progress_request: "WatchProgressRequest" = betterproto.message_field(
+        3, group="request_union"
+    )
+
+
+@dataclass(eq=False, repr=False)
+class WatchCreateRequest(betterproto.Message):
+    key: bytes = betterproto.bytes_field(1)
+    range_end: bytes = betterproto.bytes_field(2)
+    start_revision: int = betterproto.int64_field(3)
+    progress_notify: bool = betterproto.bool_field(4)
+    prev_kv: bool = betterproto.bool_field(6)
+    watch_id: int = betterproto.int64_field(7)
+
+
+@dataclass(eq=False, repr=False)
+class WatchCancelRequest(betterproto.Message):
+    watch_id: int = betterproto.int64_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class WatchProgressRequest(betterproto.Message):
+    pass
+
+
+@dataclass(eq=False, repr=False)
+class WatchResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    watch_id: int = betterproto.int64_field(2)
+    created: bool = betterproto.bool_field(3)
+    canceled: bool = betterproto.bool_field(4)
+    compact_revision: int = betterproto.int64_field(5)
+    cancel_reason: str = betterproto.string_field(6)
+    fragment: bool = betterproto.bool_field(7)
+    events: List["_mvccpb__.Event"] = betterproto.message_field(11)
 
 
 @dataclass(eq=False, repr=False)
@@ -820,6 +868,29 @@ class MaintenanceStub(betterproto.ServiceStub):
         )
 
 
+class WatchStub(betterproto.ServiceStub):
+    async def watch(
+        self,
+        watch_request_iterator: Union[
+            AsyncIterable[WatchRequest], Iterable[WatchRequest]
+        ],
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> AsyncIterator[WatchResponse]:
+        async for response in self._stream_stream(
+            "/etcdserverpb.Watch/Watch",
+            watch_request_iterator,
+            WatchRequest,
+            WatchResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
+
 class AuthStub(betterproto.ServiceStub):
     async def auth_enable(
         self,
@@ -1352,6 +1423,35 @@ class MaintenanceBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 MoveLeaderRequest,
                 MoveLeaderResponse,
+            ),
+        }
+
+
+class WatchBase(ServiceBase):
+
+    async def watch(
+        self, watch_request_iterator: AsyncIterator[WatchRequest]
+    ) -> AsyncIterator[WatchResponse]:
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+        yield WatchResponse()
+
+    async def __rpc_watch(
+        self, stream: "grpclib.server.Stream[WatchRequest, WatchResponse]"
+    ) -> None:
+        request = stream.__aiter__()
+        await self._call_rpc_handler_server_stream(
+            self.watch,
+            stream,
+            request,
+        )
+
+    def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
+        return {
+            "/etcdserverpb.Watch/Watch": grpclib.const.Handler(
+                self.__rpc_watch,
+                grpclib.const.Cardinality.STREAM_STREAM,
+                WatchRequest,
+                WatchResponse,
             ),
         }
 
