@@ -186,6 +186,32 @@ class RestartMember(Action):
         return f"restarting {self.name}: {self.reason}"
 
 
+@frozen
+class RollMember(Action):
+    """Restart a healthy member on its data with the spec's configuration (a rolling restart:
+    a new etcd version or image, changed flags)."""
+
+    name: str
+    version: str
+    initial_cluster: tuple[tuple[str, str], ...]
+    event_reason: ClassVar[str] = "MemberRolled"
+    # etcd's graceful stop (a pod's grace period on Kubernetes), then the start.
+    time_limit: ClassVar[float | None] = 120.0
+
+    async def execute(self, ctx: ActionContext) -> None:
+        cluster = ctx.observed.cluster
+        urls = ctx.observed.runtime_by_name()[self.name].urls
+        await ctx.runtime.stop_member(cluster, self.name)
+        launch = MemberLaunch(cluster, self.name, urls, self.initial_cluster, "existing", ctx.spec)
+        await ctx.runtime.start_member(launch)
+
+    def describe(self) -> str:
+        return f"restarted member {self.name} with the new configuration (etcd {self.version})"
+
+    def progress(self) -> str:
+        return f"rolling restart: restarting {self.name} with the new configuration (etcd {self.version})"
+
+
 # --- membership ---------------------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from actors.model import (
     Role,
 )
 from actors.observed import Observed
+from actors.plan.restart import exit_story
 
 
 def assess(
@@ -62,8 +63,9 @@ def assess(
             "Stable" if step is None else type(step).__name__,
             "" if step is None else message,
         ),
-        _degraded(statuses, problem),
+        _degraded(statuses, problem, observed),
         space_condition(spec, observed, step),
+        *filter(None, [upgrading_condition(spec, observed)]),
     )
     if spec.backup is not None:
         at = now if wall_clock is None else wall_clock
@@ -79,6 +81,7 @@ def assess(
         message=message,
         backup=(backup.status if backup else BackupStatus()) if spec.backup is not None else None,
         last_recovery=last_recovery,
+        version=cluster_version(statuses),
     )
 
 
@@ -107,6 +110,7 @@ def member_statuses(observed: Observed) -> tuple[MemberStatus, ...]:
                 healthy=healthy,
                 pid=r.pid if r else None,
                 **_db_sizes(observed, r.name if r else ""),
+                version=_version_of(observed, r.name if r else ""),
             )
         )
     if observed.etcd_members is None:  # nothing answered: show what the runtime has
@@ -124,9 +128,68 @@ def _db_sizes(observed: Observed, name: str) -> dict[str, int | None]:
     return {"db_size": h.db_size, "db_size_in_use": h.db_size_in_use or None}
 
 
-def _degraded(statuses: tuple[MemberStatus, ...], problem: str | None) -> Condition:
+def _version_of(observed: Observed, name: str) -> str:
+    h = observed.health.get(name)
+    return h.version if h is not None else ""
+
+
+def cluster_version(statuses: tuple[MemberStatus, ...]) -> str:
+    """The version every member speaks, as etcd decides it: the lowest member version's
+    MAJOR.MINOR.0 ("" until every member has reported one)."""
+    versions = [s.version for s in statuses]
+    if not versions or "" in versions:
+        return ""
+    major, minor = min(_major_minor(v) for v in versions)
+    return f"{major}.{minor}.0"
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def upgrading_condition(spec: ClusterSpec, observed: Observed) -> Condition | None:
+    """Upgrading: True while members are restarted onto the spec's configuration; False with
+    why once they all run it, or when the rollout cannot go on."""
+    desired = observed.desired
+    if desired is None:
+        return None
+    outdated = observed.outdated()
+    total = len(observed.runtime)
+    if not outdated:
+        return Condition(
+            "Upgrading", "False", "UpToDate", f"every member runs etcd {spec.version} as specified"
+        )
+    if desired.unavailable:
+        return Condition("Upgrading", "False", "VersionUnavailable", desired.unavailable)
+    failing = [
+        r
+        for r in observed.runtime
+        if r.config == desired.fingerprint and r.consecutive_failures > 0 and not observed.is_healthy(r.name)
+    ]
+    if failing:
+        r = failing[0]
+        return Condition(
+            "Upgrading",
+            "False",
+            "MemberFailedToStart",
+            f"{r.name} does not come up with the new configuration (etcd {spec.version}): {exit_story(r)};"
+            f" the rollout stopped, {len(outdated)} of {total} members left as they were",
+        )
+    done = total - len(outdated)
+    return Condition(
+        "Upgrading",
+        "True",
+        "RollingRestart",
+        f"{done} of {total} members run the new configuration (etcd {spec.version})",
+    )
+
+
+def _degraded(statuses: tuple[MemberStatus, ...], problem: str | None, observed: Observed) -> Condition:
     if problem:
         return Condition("Degraded", "True", "InvalidSpec", problem)
+    if observed.desired is not None and observed.desired.unavailable:
+        return Condition("Degraded", "True", "VersionUnavailable", observed.desired.unavailable)
     unhealthy = sorted(s.name for s in statuses if not s.healthy)
     if unhealthy:
         return Condition("Degraded", "True", "MembersUnhealthy", "unhealthy: " + ", ".join(unhealthy))

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 
+import attrs
 import trio
 from attrs import frozen
 
@@ -301,7 +302,7 @@ class ClusterActor(Actor[ClusterMessage]):
     async def reconcile(self) -> None:
         desired = self._desired()
         spec = desired.resource.spec
-        observed = await self._observe()
+        observed = attrs.evolve(await self._observe(), desired=self._ports.runtime.member_config(spec))
         step = plan(spec, observed, self._planners)
         await self._publish(desired, observed, step)
         self._feed.publish(observed)

@@ -568,6 +568,8 @@ def _member_to_dict(m: MemberStatus) -> dict[str, Any]:
         out["dbSize"] = m.db_size
     if m.db_size_in_use is not None:
         out["dbSizeInUse"] = m.db_size_in_use
+    if m.version:
+        out["version"] = m.version
     return out
 
 
@@ -581,6 +583,8 @@ def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
         "conditions": [_condition_to_dict(c) for c in status.conditions],
         "message": status.message,
     }
+    if status.version:
+        out["version"] = status.version
     if status.backup is not None:
         out["backup"] = _backup_to_dict(status.backup)
     if status.last_recovery is not None:

@@ -19,7 +19,7 @@ KIND = "EtcdCluster"
 DEFAULT_SIZE = 3
 MIN_SIZE = 1
 MAX_SIZE = 9
-DEFAULT_VERSION = "3.5.21"
+DEFAULT_VERSION = "3.5.35"
 DEFAULT_REPOSITORY = "quay.io/coreos/etcd"
 DEFAULT_STORAGE_SIZE = "10Gi"
 DEFAULT_UNRESPONSIVE_AFTER = "30s"
@@ -314,6 +314,7 @@ class MemberStatus:
     pid: int | None = None  # local runtime only
     db_size: int | None = None  # bytes of the member's database file (None: not answering)
     db_size_in_use: int | None = None  # bytes of it holding data; the rest is reclaimable
+    version: str = ""  # the etcd version the member reports (its Status), "" while unknown
 
 
 @frozen
@@ -415,6 +416,8 @@ class ClusterStatus:
     message: str = ""
     backup: BackupStatus | None = None  # only for clusters with spec.backup
     last_recovery: LastRecovery | None = None
+    # The cluster version: what every member speaks, MAJOR.MINOR.0 ("" while unknown).
+    version: str = ""
 
 
 # --- what the member runtime reports ---------------------------------------------------------
@@ -449,6 +452,19 @@ class RuntimeMember:
     exit_code: int | None = None
     # The last error etcd logged before its latest exit ("" when unknown), for the status.
     last_error: str = ""
+    # The member configuration its process was last started with (MemberConfig.fingerprint);
+    # "" when unknown (started by an older daemon): a rolling restart brings it in step.
+    config: str = ""
+
+
+@frozen
+class MemberConfig:
+    """What a runtime would start members of a spec with: a fingerprint of everything whose
+    change needs a restart (the etcd version or image, restart-only flags), and why the runtime
+    cannot run it now ("" when it can), e.g. an etcd version that is not installed."""
+
+    fingerprint: str
+    unavailable: str = ""
 
 
 @frozen
@@ -504,6 +520,7 @@ class MemberHealth:
         return max(self.db_size - self.db_size_in_use, 0) if self.db_size_in_use else 0
 
     revision: int = 0  # the member's own store revision (what it has applied)
+    version: str = ""  # the member's etcd server version, e.g. "3.5.35"
 
 
 def member_name(cluster: ClusterRef, ordinal: int) -> str:

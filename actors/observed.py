@@ -12,7 +12,15 @@ from functools import cached_property
 from attrs import field, frozen
 
 from actors.maintenance.board import DefragRound
-from actors.model import ClusterRef, EtcdMember, LastBackup, MemberHealth, ProcessState, RuntimeMember
+from actors.model import (
+    ClusterRef,
+    EtcdMember,
+    LastBackup,
+    MemberConfig,
+    MemberHealth,
+    ProcessState,
+    RuntimeMember,
+)
 
 
 def quorum(voters: int) -> int:
@@ -44,6 +52,8 @@ class Observed:
     revision_seen: int = 0
     # The newest verified backup the backup actor reported (the last resort when all data is lost).
     newest_verified_backup: LastBackup | None = None
+    # The configuration members of the spec in force should run with (None: not asked).
+    desired: MemberConfig | None = None
 
     # --- the runtime side --------------------------------------------------------------------
 
@@ -79,6 +89,16 @@ class Observed:
     def nospace(self) -> bool:
         """A member reports the NOSPACE alarm (raised for the whole cluster: writes are refused)."""
         return any(h is not None and "NOSPACE" in h.alarms for h in self.health.values())
+
+    def outdated(self) -> list[RuntimeMember]:
+        """Members whose process was started with another configuration than the desired one."""
+        if self.desired is None:
+            return []
+        return [r for r in self.runtime if r.config != self.desired.fingerprint]
+
+    def mixed_configs(self) -> bool:
+        """Members started with different configurations: a rolling restart is under way."""
+        return len({r.config for r in self.runtime if r.config}) > 1
 
     # --- etcd's side -------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from actors.model import (
     ClusterSpec,
     ClusterStatus,
     EtcdMember,
+    MemberConfig,
     MemberHealth,
     MemberLaunch,
     MemberUrls,
@@ -49,7 +50,14 @@ class MemberRuntime(Protocol):
         ...
 
     async def start_member(self, launch: MemberLaunch) -> None:
-        """Start (or restart, keeping its data) one member. A no-op if it already runs."""
+        """Start (or restart, keeping its data) one member. A no-op if it already runs.
+
+        Records `member_config(launch.spec).fingerprint` as the member's `config`.
+        """
+        ...
+
+    def member_config(self, spec: ClusterSpec) -> MemberConfig:
+        """The configuration members of `spec` run with here (pure: no I/O beyond a stat)."""
         ...
 
     async def stop_member(self, cluster: ClusterRef, name: str) -> None:

@@ -30,7 +30,28 @@ def refused_changes(current: ClusterSpec, wanted: ClusterSpec) -> tuple[SpecErro
         )
     if wanted.storage.storage_class_name != current.storage.storage_class_name:
         errors.append(SpecError("spec.storage.storageClassName", "is immutable after creation"))
-    if _minor(wanted.version) < _minor(current.version):
-        # etcd refuses to start on data written by a newer minor version.
-        errors.append(SpecError("spec.version", f"cannot go back from {current.version} to {wanted.version}"))
+    version_error = refused_version_change(current.version, wanted.version)
+    if version_error:
+        errors.append(SpecError("spec.version", version_error))
     return tuple(errors)
+
+
+def refused_version_change(current: str, wanted: str) -> str:
+    """Why etcd cannot go from `current` to `wanted` member by member ("" when it can).
+
+    A patch release either way, or the next minor, rolls the members one at a time; etcd
+    supports a cluster of two adjacent minors only while it upgrades, so a minor may not be
+    skipped. etcd refuses to start on data written by a newer minor.
+    """
+    (major, minor), (to_major, to_minor) = _minor(current), _minor(wanted)
+    if to_major != major:
+        return f"cannot change the major version ({current} to {wanted}): etcd supports no such upgrade"
+    if to_minor > minor + 1:
+        return (
+            f"cannot skip a minor version ({current} to {wanted}): etcd upgrades one minor at a time,"
+            f" so upgrade to {major}.{minor + 1} first"
+        )
+    if to_minor < minor:
+        why = "etcd refuses to start on data written by a newer minor"
+        return f"cannot go back from {current} to {wanted}: {why}"
+    return ""

@@ -37,6 +37,7 @@ from actors.model import (
     ClusterResource,
     ClusterSpec,
     EtcdMember,
+    MemberConfig,
     MemberHealth,
     MemberUrls,
     ProcessState,
@@ -106,6 +107,9 @@ class InstantCluster:
 
     async def delete_cluster(self, cluster: ClusterRef, *, keep_data: bool) -> None:
         self.runtime.clear()
+
+    def member_config(self, spec: ClusterSpec) -> MemberConfig:
+        return MemberConfig("")  # what every member here records: nothing ever rolls
 
     def watch_members(self, cluster, on_change):  # type: ignore[no-untyped-def]
         return lambda: None

@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--state-dir", default=".state", help="where member data and status.json live")
     local.add_argument("--no-board", action="store_true", help="no live status table on the terminal")
     local.add_argument(
+        "--etcd-dir",
+        default=None,
+        help="where etcd builds live, one directory per version (<dir>/3.5.35/etcd); default:"
+        " $ETCD_SUPERVISOR_ETCD_DIR, else ~/.cache/etcd-supervisor/etcd (`make etcd-versions` fills it)",
+    )
+    local.add_argument(
         "--leave-members-running",
         action="store_true",
         help="at exit, leave the etcd members running (a daemon upgrade); the next daemon adopts them",
@@ -131,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,
             log_level_file=args.log_level_file,
+            etcd_dir=Path(args.etcd_dir).absolute() if args.etcd_dir else None,
         )
         trio.run(run)
         return 0

@@ -31,6 +31,7 @@ from actors.plan.maintenance import maintain
 from actors.plan.quorum import hold_without_quorum
 from actors.plan.recovery import recover_quorum
 from actors.plan.restart import restart_stopped
+from actors.plan.rollout import roll_outdated
 from actors.plan.size import match_size
 from actors.plan.unresponsive import heal_unresponsive
 
@@ -47,6 +48,7 @@ PLANNERS: tuple[Planner, ...] = (
     finish_learner,
     match_size,
     maintain,
+    roll_outdated,
 )
 
 

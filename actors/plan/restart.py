@@ -55,7 +55,9 @@ def restart_stopped(spec: ClusterSpec, observed: Observed) -> Step | None:
         r = observed.runtime_for(m)
         if r is None or not m.name or not r.has_data or r.state not in STOPPED:
             continue
-        crash_looping = r.consecutive_failures >= CRASH_LOOP_LIMIT
+        # During a rolling restart a crash loop is the new configuration's fault (a version
+        # that does not start), not corrupt data: keep the member, the rollout stops on it.
+        crash_looping = r.consecutive_failures >= CRASH_LOOP_LIMIT and not observed.mixed_configs()
         # Only with quorum: a cluster without it needs every member back, corrupt or not.
         if crash_looping and observed.has_quorum() and observed.can_remove(m):
             reason = f"{exit_story(r)}: data presumed corrupt"

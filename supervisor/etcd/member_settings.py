@@ -12,6 +12,8 @@ about 1 s; the guard it adds is the one the plan already holds.
 
 from __future__ import annotations
 
+import hashlib
+
 from actors.model import ClusterSpec, MaintenanceSpec
 
 SUPERVISED_MEMBER_SETTINGS: tuple[tuple[str, str], ...] = (("strict-reconfig-check", "false"),)
@@ -34,3 +36,11 @@ def maintenance_settings(maintenance: MaintenanceSpec) -> tuple[tuple[str, str],
 def member_settings(spec: ClusterSpec) -> tuple[tuple[str, str], ...]:
     """The etcd settings of a member of `spec` that both runtimes pass the same way."""
     return SUPERVISED_MEMBER_SETTINGS + maintenance_settings(spec.maintenance)
+
+
+def config_fingerprint(spec: ClusterSpec, *runtime_parts: str) -> str:
+    """A short digest of what a member of `spec` needs a restart to change: the etcd version,
+    member_settings(spec), and what the runtime adds (the image on Kubernetes). Members whose
+    recorded fingerprint differs are restarted one at a time (actors/plan/rollout.py)."""
+    parts = [spec.version, *(f"{flag}={value}" for flag, value in member_settings(spec)), *runtime_parts]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

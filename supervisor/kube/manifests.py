@@ -21,10 +21,11 @@ from actors.model import (
     ClusterRef,
     ClusterSpec,
     ImageFamily,
+    MemberConfig,
     MemberLaunch,
     MemberUrls,
 )
-from supervisor.etcd.member_settings import member_settings
+from supervisor.etcd.member_settings import config_fingerprint, member_settings
 
 Obj = dict[str, Any]
 
@@ -45,6 +46,9 @@ ANNOTATION_CLIENT_URL = "etcd.io/client-url"
 # Pods run with restartPolicy Never, so each crash yields a new pod; the count of crashes in a
 # row travels from pod to pod here, and is read back after an operator restart.
 ANNOTATION_FAILURES = "etcd.io/consecutive-failures"
+# The member configuration the pod was made for (member_config().fingerprint): a pod whose
+# fingerprint differs from the spec's is recreated on its claim, one member at a time.
+ANNOTATION_CONFIG = "etcd.io/member-config"
 
 # Held on the EtcdCluster until the member volumes are dealt with per the reclaim policy.
 FINALIZER = "etcd.io/member-volumes"
@@ -445,6 +449,11 @@ def cluster_token(owner: Owner) -> str:
     return f"{owner.ref.name}-{owner.uid}" if owner.uid else owner.ref.name
 
 
+def member_config(spec: ClusterSpec) -> MemberConfig:
+    """A member pod's configuration: the etcd settings and the image (repository and tag)."""
+    return MemberConfig(config_fingerprint(spec, spec.image))
+
+
 def member_pod(
     owner: Owner,
     launch: MemberLaunch,
@@ -507,6 +516,7 @@ def member_pod(
         ANNOTATION_PEER_URL: launch.urls.peer_url,
         ANNOTATION_CLIENT_URL: launch.urls.client_url,
         ANNOTATION_FAILURES: str(consecutive_failures),
+        ANNOTATION_CONFIG: member_config(spec).fingerprint,
     }
     return {
         "apiVersion": "v1",

@@ -18,6 +18,7 @@ from actors.codec import parse_spec
 from actors.model import (
     ClusterRef,
     ClusterSpec,
+    MemberConfig,
     MemberLaunch,
     MemberUrls,
     ProcessState,
@@ -418,9 +419,15 @@ class KubeRuntime:
                     consecutive_failures=consecutive_failures(pod),
                     exit_code=pod_exit_code(pod),
                     last_error=pod_last_error(pod),
+                    config=str((_meta(pod).get("annotations") or {}).get(m.ANNOTATION_CONFIG, ""))
+                    if pod
+                    else "",
                 )
             )
         return out
+
+    def member_config(self, spec: ClusterSpec) -> MemberConfig:
+        return m.member_config(spec)
 
     def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
         self._subscribers.setdefault(cluster, []).append(on_change)

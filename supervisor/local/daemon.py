@@ -102,6 +102,7 @@ async def run_local(
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     log_level_file: Path | None = None,
+    etcd_dir: Path | None = None,
 ) -> None:
     """metrics_port: serve /metrics, /healthz, /readyz and /loglevel there (0: any free port,
     written to <state-dir>/metrics-port); None: no HTTP endpoints."""
@@ -115,7 +116,9 @@ async def run_local(
     async with (
         open_runtime_metrics(registry),
         open_asyncio_loop(),
-        open_local_runtime(state_dir, leave_members_running=leave_members_running) as runtime,
+        open_local_runtime(
+            state_dir, etcd_dir=etcd_dir, leave_members_running=leave_members_running
+        ) as runtime,
         open_fleet(
             local_ports(runtime, metrics, timing, restorer=LocalRestorer(runtime, stores)),
             name="etcd-supervisor",

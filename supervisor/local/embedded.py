@@ -96,10 +96,11 @@ async def open_local_supervisor(
     wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
+    etcd_dir: Path | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (local_ports, open_fleet) with an in-memory recorder as the sinks."""
     recorder = Recorder()
-    async with open_asyncio_loop(), open_local_runtime(state_dir) as runtime:
+    async with open_asyncio_loop(), open_local_runtime(state_dir, etcd_dir=etcd_dir) as runtime:
         restorer = LocalRestorer(runtime, stores) if stores is not None else None
         ports = local_ports(runtime, recorder, timing, restorer=restorer)
 

@@ -31,12 +31,16 @@ MEMBER_FILE = "member.json"
 
 @frozen
 class StoredMember:
-    """member.json: a member's identity and addresses, persisted at allocation."""
+    """member.json: a member's identity and addresses, persisted at allocation; at each start,
+    the etcd version and member configuration (fingerprint) it was started with."""
 
     name: str
     urls: MemberUrls
     # etcd's own /metrics (--listen-metrics-urls, plain HTTP on loopback); None in older state dirs.
     metrics_port: int | None = None
+    # At each start: the etcd version and member configuration (fingerprint) it started with.
+    version: str = ""
+    config: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -46,6 +50,8 @@ class StoredMember:
         }
         if self.metrics_port is not None:
             data["metricsPort"] = self.metrics_port
+        if self.config:
+            data |= {"version": self.version, "config": self.config}
         return data
 
     @classmethod
@@ -55,6 +61,8 @@ class StoredMember:
             name=str(data["name"]),
             urls=MemberUrls(str(data["peerURL"]), str(data["clientURL"])),
             metrics_port=port if isinstance(port, int) else None,
+            version=str(data.get("version", "")),
+            config=str(data.get("config", "")),
         )
 
 

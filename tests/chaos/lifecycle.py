@@ -68,9 +68,10 @@ async def open_local_supervisor(
     wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
+    etcd_dir: Path | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
     async with embedded.open_local_supervisor(
-        state_dir, timing=timing, wrap=wrap, children=children, stores=stores
+        state_dir, timing=timing, wrap=wrap, children=children, stores=stores, etcd_dir=etcd_dir
     ) as sup:
         yield LocalSupervisor(sup)
 

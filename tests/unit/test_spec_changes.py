@@ -14,6 +14,13 @@ def test_size_repository_and_upgrades_are_allowed():
     assert fields(current, ClusterSpec(version="3.6.0-rc.1")) == set()
 
 
+def test_a_skipped_minor_or_another_major_is_refused_naming_the_step_to_take():
+    (error,) = refused_changes(ClusterSpec(version="3.4.25"), ClusterSpec(version="3.6.16"))
+    assert error.field == "spec.version"
+    assert "cannot skip a minor version" in str(error) and "upgrade to 3.5 first" in str(error)
+    assert fields(ClusterSpec(version="3.6.16"), ClusterSpec(version="4.0.0")) == {"spec.version"}
+
+
 def test_tls_cannot_be_switched_on_a_running_cluster():
     assert fields(ClusterSpec(tls_enabled=False), ClusterSpec(tls_enabled=True)) == {
         "spec.security.tls.enabled"

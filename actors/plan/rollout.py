@@ -1,0 +1,62 @@
+"""Rolling restarts: members started with another configuration than the spec's (another etcd
+version or image, a changed restart-only flag) are restarted on their own data, one at a time.
+
+Followers go first, the leader last after leadership moved to a member already restarted, so
+the cluster elects at most once. Each restart waits until every member is healthy and caught up
+again, and none starts while a member is unhealthy or membership is changing: a restart costs
+one voter for a few seconds, which only a whole cluster can spare. A member that does not come
+up with the new configuration therefore stops the rollout where it is (assess says why under
+the Upgrading condition); the members not yet restarted keep running what they ran.
+
+Runs after the size planner: growth or shrinkage in flight finishes first.
+"""
+
+from __future__ import annotations
+
+from actors.actions import MoveLeader, RollMember, Step, Wait
+from actors.model import ClusterSpec, EtcdMember
+from actors.observed import Observed
+from actors.plan.common import initial_cluster, ordinal_of
+
+# A member counts as caught up when it has applied the leader's log up to this many entries;
+# under load the indices move between two probes, so equality would never be seen.
+CATCH_UP_SLACK = 1000
+
+
+def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
+    desired = observed.desired
+    outdated = {r.name for r in observed.outdated()}
+    if desired is None or not outdated or desired.unavailable:
+        return None  # nothing to do, or nothing to do it with (Degraded says what is missing)
+    if observed.learners() or len(observed.voters()) != spec.size:
+        return None  # a membership change is in flight: the planners before this one finish it
+    unhealthy = [observed.display_name(m) for m in observed.members if not observed.healthy(m)]
+    if unhealthy:
+        return Wait(f"rolling restart paused: {', '.join(sorted(unhealthy))} not healthy")
+    lagging = _lagging(observed)
+    if lagging:
+        return Wait(f"rolling restart waits for {', '.join(lagging)} to catch up")
+    leader = observed.leader_id()
+    stale = [m for m in observed.voters() if observed.name_of(m) in outdated]
+    followers = sorted((m for m in stale if m.id != leader), key=lambda m: -ordinal_of(observed, m))
+    if followers:
+        return _roll(observed, followers[0], spec)
+    if not stale:
+        return None  # only members etcd does not list (leftovers) differ: not ours to restart
+    current = stale[0]  # the leader, last
+    target = next((m for m in observed.healthy_voters() if observed.name_of(m) not in outdated), None)
+    if target is None:  # a one-member cluster: nobody to hand over to
+        return _roll(observed, current, spec)
+    reason = f"{current.name} leads and restarts last, for its new configuration"
+    return MoveLeader(target.name, target.id, reason=reason)
+
+
+def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:
+    name = observed.name_of(member)
+    return RollMember(name, spec.version, initial_cluster(observed, name))
+
+
+def _lagging(observed: Observed) -> list[str]:
+    answers = {n: h for n, h in observed.health.items() if h is not None}
+    head = max((h.raft_index for h in answers.values()), default=0)
+    return sorted(n for n, h in answers.items() if h.raft_applied_index + CATCH_UP_SLACK < head)

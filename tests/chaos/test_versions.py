@@ -1,0 +1,122 @@
+"""spec.version on real etcd: the version asked for is the version run, changed by rolling
+restarts one member at a time under a client workload (history checked with porcupine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
+from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor
+from tests.harness.etcd_versions import built_or_skip, pinned
+from tests.harness.history import KvWorkload
+
+REF = ClusterRef("default", "demo")
+BROKEN = "3.6.99"  # a version directory whose etcd cannot start
+
+
+def etcd_dir_with(tmp_path: Path, versions: list[str]) -> Path:
+    """An --etcd-dir holding the pinned builds of `versions`, and BROKEN, an etcd that exits."""
+    root = tmp_path / "etcd-builds"
+    root.mkdir()
+    for version in versions:
+        (root / version).symlink_to(built_or_skip(version).etcd.parent)
+    (root / BROKEN).mkdir()
+    broken = root / BROKEN / "etcd"
+    broken.write_text("#!/bin/sh\necho 'etcd: this build is broken' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    return root
+
+
+def demo(version: str, generation: int) -> ClusterResource:
+    return ClusterResource(REF, ClusterSpec(size=3, version=version, tls_enabled=False), generation)
+
+
+def on(version: str):
+    def check(status: ClusterStatus) -> bool:
+        return is_healthy(status, 3) and all(m.version == version for m in status.members)
+
+    return check
+
+
+def condition(status: ClusterStatus, kind: str):
+    return next((c for c in status.conditions if c.type == kind), None)
+
+
+def rolled_since(events: list, start: int) -> list[tuple[str, str]]:
+    """(reason, member or target) of the rollout's steps recorded from events[start:]."""
+    out = []
+    for _, reason, message in events[start:]:
+        if reason in ("MemberRolled", "LeaderMoved"):
+            words = message.split()
+            out.append((reason, words[2] if reason == "MemberRolled" else words[3].rstrip(":")))
+    return out
+
+
+async def test_rolling_upgrades_3_4_to_3_5_to_3_6_a_refused_skip_and_a_failed_rollout(tmp_path):
+    v34, v35, v36 = pinned("3.4"), pinned("3.5"), pinned("3.6")
+    etcd_dir = etcd_dir_with(tmp_path, [v34, v35, v36])
+    async with open_local_supervisor(tmp_path / "state", etcd_dir=etcd_dir) as sup:
+        await sup.fleet.apply([demo(v34, 1)])
+        status = await sup.wait_for(REF, on(v34), timeout=60)
+        assert status.version == "3.4.0"
+
+        # Skipping a minor is refused: the cluster keeps its spec and says why.
+        await sup.fleet.apply([demo(v36, 2)])
+        refused = await sup.wait_for(REF, lambda s: "cannot skip a minor" in s.message, timeout=10)
+        assert condition(refused, "Degraded").reason == "InvalidSpec"
+        assert all(m.version == v34 for m in refused.members)
+
+        # A version not installed: Degraded says which and how to get it; nothing restarts.
+        await sup.fleet.apply([demo("3.4.26", 3)])
+        missing = await sup.wait_for(
+            REF, lambda s: condition(s, "Degraded").reason == "VersionUnavailable", timeout=10
+        )
+        assert "etcd 3.4.26 is not installed" in condition(missing, "Degraded").message
+        assert "make etcd-versions" in condition(missing, "Degraded").message
+        assert is_healthy(missing, 3) and all(m.version == v34 for m in missing.members)
+
+        workload = KvWorkload(endpoints=[m.client_url for m in status.members], max_operations=100_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            nursery.start_soon(follow_members, sup, REF, workload)
+            await workload.wait_for_more(50)
+            for generation, version in ((4, v35), (5, v36)):
+                before = sup.recorder.statuses[REF]
+                leader = next(m.name for m in before.members if m.role.value == "leader")
+                start = len(sup.recorder.events)
+                await sup.fleet.apply([demo(version, generation)])
+                status = await sup.wait_for(REF, on(version), timeout=120)
+                assert status.version == version.rsplit(".", 1)[0] + ".0"
+                steps = rolled_since(sup.recorder.events, start)
+                # Each member once; the leader last, after leadership moved to a restarted member.
+                rolled = [name for reason, name in steps if reason == "MemberRolled"]
+                assert sorted(rolled) == ["demo-0", "demo-1", "demo-2"] and rolled[-1] == leader, steps
+                assert steps[-2][0] == "LeaderMoved" and steps[-2][1] in rolled[:-1], steps
+                await workload.wait_for_more(50)
+
+            # A version whose etcd does not start: the first member tried stops the rollout,
+            # the others keep running 3.6, and the cluster keeps serving.
+            await sup.fleet.apply([demo(BROKEN, 6)])
+            failed = await sup.wait_for(
+                REF,
+                lambda s: (c := condition(s, "Upgrading")) is not None and c.reason == "MemberFailedToStart",
+                timeout=60,
+            )
+            assert condition(failed, "Upgrading").status == "False"
+            assert "2 of 3 members left as they were" in condition(failed, "Upgrading").message
+            await workload.wait_for_more(50)
+            running = sup.recorder.statuses[REF]
+            assert sorted(m.version for m in running.members if m.healthy) == [v36, v36]
+            assert not any(r == "MemberRemoved" for r in sup.recorder.reasons(REF))
+
+            # Going back to the version the others run brings the member back.
+            await sup.fleet.apply([demo(v36, 7)])
+            await sup.wait_for(REF, on(v36), timeout=120)
+            await workload.wait_for_more(50)
+            nursery.cancel_scope.cancel()
+        verdict = await workload.check(tmp_path / "history")
+        print(f"linearizability: {verdict.operations} operations checked")
+        assert verdict.ok, verdict.report
+        assert workload.history.count(kind="put", outcome="ok") > 0

@@ -1,0 +1,87 @@
+"""The rolling restart: order (followers, then the leader after MoveLeader), one at a time,
+and never while a member is unhealthy, lagging or membership is changing."""
+
+import attrs
+
+from actors.actions import AddLearner, MoveLeader, RollMember, StartMember, Wait
+from actors.assess import upgrading_condition
+from actors.model import ClusterSpec, MemberConfig
+from actors.plan import plan
+from tests.unit.facts import EXITED, cluster, em, hl, observed, rt
+
+OLD, NEW = "fingerprint-of-3.5.35", "fingerprint-of-3.6.16"
+SPEC = ClusterSpec(size=3, version="3.6.16")
+
+
+def rolling(runtime, members, health, configs, *, unavailable="", spec=SPEC):
+    """plan() for runtime members started with `configs` (name -> fingerprint), NEW wanted."""
+    runtime = [attrs.evolve(r, config=configs.get(r.name, OLD)) for r in runtime]
+    seen = attrs.evolve(observed(runtime, members, health), desired=MemberConfig(NEW, unavailable))
+    return plan(spec, seen), seen
+
+
+def test_followers_roll_first_newest_first_then_leadership_moves_then_the_old_leader_rolls():
+    runtime, members, health = cluster(3, leader=0)
+    step, _ = rolling(runtime, members, health, {})
+    assert isinstance(step, RollMember) and step.name == "demo-2" and step.version == "3.6.16"
+    assert dict(step.initial_cluster)["demo-2"] == runtime[2].urls.peer_url
+    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+    assert isinstance(step, RollMember) and step.name == "demo-1"
+    # Only the leader is left: leadership goes to a member already on the new configuration.
+    step, _ = rolling(runtime, members, health, {"demo-1": NEW, "demo-2": NEW})
+    assert isinstance(step, MoveLeader) and step.to_name == "demo-1"
+    moved = {n: hl(int(n[-1]), leader=1) for n in health}
+    step, _ = rolling(runtime, members, moved, {"demo-1": NEW, "demo-2": NEW})
+    assert isinstance(step, RollMember) and step.name == "demo-0"
+    step, seen = rolling(runtime, members, moved, dict.fromkeys(health, NEW))
+    assert step is None
+    assert upgrading_condition(SPEC, seen).reason == "UpToDate"
+
+
+def test_nothing_rolls_while_a_member_is_unhealthy_or_lagging():
+    runtime, members, health = cluster(3)
+    health["demo-1"] = None  # running, not answering
+    step, seen = rolling(runtime, members, health, {"demo-2": NEW})
+    assert step == Wait("rolling restart paused: demo-1 not healthy")
+    assert upgrading_condition(SPEC, seen).status == "True"
+    runtime, members, health = cluster(3)
+    health = {n: hl(int(n[-1]), index=5000) for n in health}
+    health["demo-2"] = hl(2, index=5000, applied=1000)  # just restarted, replaying its log
+    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+    assert step == Wait("rolling restart waits for demo-2 to catch up")
+
+
+def test_never_during_a_membership_change():
+    runtime, members, health = cluster(3)
+    runtime.append(rt(3))
+    members.append(em(3, learner=True))
+    health["demo-3"] = hl(3, learner=True, applied=10)
+    step, _ = rolling(runtime, members, health, {"demo-3": NEW}, spec=attrs.evolve(SPEC, size=4))
+    assert step == Wait("learner demo-3 catching up")
+    step, _ = rolling(*cluster(3), {}, spec=attrs.evolve(SPEC, size=5))
+    assert step == AddLearner("demo-3")  # growth first, the restarts after it
+
+
+def test_a_version_that_cannot_run_here_rolls_nothing_and_says_how_to_get_it():
+    step, seen = rolling(*cluster(3), {}, unavailable="etcd 3.6.16 is not installed: make etcd-versions")
+    assert step is None
+    condition = upgrading_condition(SPEC, seen)
+    assert (condition.status, condition.reason) == ("False", "VersionUnavailable")
+    assert "make etcd-versions" in condition.message
+
+
+def test_a_member_that_fails_on_the_new_version_stops_the_rollout_and_is_not_replaced():
+    runtime, members, health = cluster(3)
+    runtime[2] = attrs.evolve(rt(2, EXITED, failures=5), last_error="etcd: unknown flag")
+    health["demo-2"] = None
+    step, seen = rolling(runtime, members, health, {"demo-2": NEW})
+    # Restarted (with backoff), never removed as corrupt, and the others are left as they are.
+    assert isinstance(step, (StartMember, Wait))
+    condition = upgrading_condition(SPEC, seen)
+    assert (condition.status, condition.reason) == ("False", "MemberFailedToStart")
+    assert "demo-2" in condition.message and "2 of 3 members left as they were" in condition.message
+
+
+def test_a_one_member_cluster_restarts_its_only_member():
+    step, _ = rolling(*cluster(1), {}, spec=attrs.evolve(SPEC, size=1))
+    assert isinstance(step, RollMember) and step.name == "demo-0"
