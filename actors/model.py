@@ -520,7 +520,6 @@ class MemberHealth:
         return max(self.db_size - self.db_size_in_use, 0) if self.db_size_in_use else 0
 
     revision: int = 0  # the member's own store revision (what it has applied)
-    version: str = ""  # the member's etcd server version, e.g. "3.5.35"
 
 
 def member_name(cluster: ClusterRef, ordinal: int) -> str:
