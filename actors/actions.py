@@ -11,17 +11,18 @@ No trio and no asyncio: `execute` awaits the ports and nothing else.
 from __future__ import annotations
 
 import abc
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
 from attrs import field, frozen
 
-from actors.backup.ports import SeedRestorer
+from actors.backup.ports import Restored, SeedRestorer
 from actors.errors import EtcdError, MemberNotFound, RestoreFailed
 from actors.maintenance.board import MaintenanceBoard
 from actors.member_times import MemberTimes
 from actors.model import ClusterSpec, MemberLaunch, RestoreSpec
 from actors.observed import Observed
-from actors.ports import EtcdAdmin, MemberRuntime
+from actors.ports import EtcdAdmin, EventSink, MemberRuntime
 
 
 @frozen
@@ -35,6 +36,8 @@ class ActionContext:
     restorer: SeedRestorer | None = None
     # The defrag round under way: maintenance steps record their progress on it.
     maintenance: MaintenanceBoard = field(factory=MaintenanceBoard)
+    events: EventSink | None = None  # for what a step finds beyond its own Event (a hash check)
+    sleep: Callable[[float], Awaitable[None]] | None = None  # to wait for a member to answer
 
     @property
     def endpoints(self) -> list[str]:
@@ -125,17 +128,49 @@ class RestoreSeed(Action):
         urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
         launch = MemberLaunch(cluster, self.name, urls, ((self.name, urls.peer_url),), "new", ctx.spec)
         try:
-            await ctx.restorer.restore_seed(launch, self.source)
-        except RestoreFailed:
+            restored = await ctx.restorer.restore_seed(launch, self.source)
+            await ctx.runtime.start_member(launch)
+            checked = await _compare_hash(ctx, urls.client_url, restored)
+        except (RestoreFailed, EtcdError):
             await ctx.runtime.delete_member(cluster, self.name)  # nothing half-built stays
             raise
-        await ctx.runtime.start_member(launch)
+        if ctx.events is not None:
+            reason = "RestoreVerified" if restored.kv_hash is not None else "RestoreNotVerified"
+            await ctx.events.record(
+                cluster, reason=reason, message=f"{self.name} from {restored.key}: {checked}"
+            )
 
     def describe(self) -> str:
-        return f"started seed member {self.name} on the data of backup {self.source.key} (sha256 checked)"
+        return f"started seed member {self.name} on the data of {self.source.describe()} (sha256 checked)"
 
     def progress(self) -> str:
-        return f"restoring seed member {self.name} from backup {self.source.key}"
+        return f"restoring seed member {self.name} from {self.source.describe()}"
+
+
+# How long a restored seed may take to answer its first HashKV (loading a large database).
+SEED_ANSWER_TRIES = 1500
+SEED_ANSWER_PAUSE = 0.2
+
+
+async def _compare_hash(ctx: ActionContext, client_url: str, restored: Restored) -> str:
+    """The restored seed's HashKV at the backup's revision against the one the backup recorded:
+    what was found, in words; RestoreFailed when they differ."""
+    if restored.kv_hash is None:
+        return "the backup records no HashKV (it was not verified when taken): nothing to compare"
+    for attempt in range(SEED_ANSWER_TRIES):
+        try:
+            seed = await ctx.admin.kv_hash(client_url, restored.revision)
+            break
+        except EtcdError:
+            if attempt == SEED_ANSWER_TRIES - 1 or ctx.sleep is None:
+                raise
+            await ctx.sleep(SEED_ANSWER_PAUSE)  # the seed is still loading its database
+    if seed.hash != restored.kv_hash:
+        raise RestoreFailed(
+            f"the restored data differ from backup {restored.key}: HashKV at revision {restored.revision} "
+            f"is {seed.hash}, the backup recorded {restored.kv_hash}"
+        )
+    return f"HashKV {seed.hash} at revision {restored.revision} equals the backup's"
 
 
 @frozen

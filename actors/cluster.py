@@ -310,7 +310,14 @@ class ClusterActor(Actor[ClusterMessage]):
         if isinstance(step, Action) and self._holdoff.allows(trio.current_time()):
             ports = self._ports
             ctx = ActionContext(
-                spec, observed, ports.runtime, ports.admin, ports.restorer, self._reports.maintenance
+                spec,
+                observed,
+                ports.runtime,
+                ports.admin,
+                ports.restorer,
+                self._reports.maintenance,
+                ports.events,
+                trio.sleep,
             )
             await self._execute(step, ctx)
 

@@ -94,6 +94,7 @@ class DocumentError:
     index: int  # position in a multi-document file, from 0
     name: str  # namespace/name when the metadata was readable, else ""
     errors: tuple[SpecError, ...]
+    kind: str = KIND  # EtcdBackup when the document said so, else taken for an EtcdCluster
 
     def __str__(self) -> str:
         where = f"document {self.index}" + (f" ({self.name})" if self.name else "")
@@ -288,8 +289,8 @@ def parse_restore(spec: Mapping[str, Any], r: _Reader) -> RestoreSpec | None:
         r.fail("spec.restore", "name either backupName, or store and key: not both")
     elif name is None and not (has_store and key):
         r.fail("spec.restore", "needs backupName, or both store and key")
-    if name is not None:
-        r.fail("spec.restore.backupName", "restoring from an EtcdBackup is not supported by this version yet")
+    if name is not None and not BACKUP_NAME_PATTERN.match(name):
+        r.fail("spec.restore.backupName", f"must be an EtcdBackup's name, a DNS subdomain (got {name!r})")
     if doc.get("revision") is not None:
         r.fail("spec.restore.revision", "point-in-time restore needs incremental backups: not supported yet")
     store = parse_store(doc["store"], "spec.restore.store", r) if has_store else None
@@ -507,21 +508,28 @@ def _header(doc: Mapping[str, Any], kind: str, r: _Reader) -> Mapping[str, Any]:
 
 
 def parse_cluster_documents(text: str) -> list[ClusterResource | DocumentError]:
-    """A multi-document YAML file -> one entry per non-empty document, in order."""
+    """A multi-document YAML file of EtcdClusters -> one entry per non-empty document, in order."""
+    return [d for d in parse_documents(text) if not isinstance(d, EtcdBackup)]
+
+
+def parse_documents(text: str) -> list[ClusterResource | EtcdBackup | DocumentError]:
+    """A multi-document YAML file -> one entry per non-empty document, in order: EtcdBackup
+    documents (by their kind) become EtcdBackups, every other one an EtcdCluster."""
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         return [DocumentError(0, "", (SpecError("(file)", f"is not valid YAML: {exc}"),))]
-    out: list[ClusterResource | DocumentError] = []
+    out: list[ClusterResource | EtcdBackup | DocumentError] = []
     for index, doc in enumerate(docs):
+        kind = doc.get("kind") if isinstance(doc, Mapping) else None
         try:
-            out.append(parse_cluster(doc))
-        except InvalidCluster as exc:
+            out.append(parse_etcd_backup(doc) if kind == BACKUP_KIND else parse_cluster(doc))
+        except (InvalidCluster, InvalidBackup) as exc:
             meta = doc.get("metadata") if isinstance(doc, Mapping) else None
             name = ""
             if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
                 name = f"{meta.get('namespace') or 'default'}/{meta['name']}"
-            out.append(DocumentError(index, name, exc.errors))
+            out.append(DocumentError(index, name, exc.errors, kind if kind == BACKUP_KIND else KIND))
     return out
 
 

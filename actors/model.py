@@ -10,7 +10,7 @@ import enum
 import re
 from collections.abc import Mapping
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 API_GROUP = "etcd.io"
 API_VERSION = "v1alpha1"
@@ -165,6 +165,9 @@ class RestoreSpec:
     store: StoreSpec | None = None  # a store and
     key: str | None = None  # the snapshot object's key in it
     revision: int | None = None  # point in time (needs incremental backups)
+
+    def describe(self) -> str:
+        return f"EtcdBackup {self.backup_name}" if self.backup_name else f"backup {self.key}"
 
 
 # --- maintenance (spec.maintenance) ----------------------------------------------------------
@@ -382,6 +385,9 @@ class EtcdBackup:
     @property
     def cluster(self) -> ClusterRef:
         return ClusterRef(self.namespace, self.spec.cluster_name)
+
+    def with_status(self, status: EtcdBackupStatus) -> EtcdBackup:
+        return evolve(self, status=status)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}"

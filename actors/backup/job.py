@@ -45,6 +45,8 @@ class BackupOutcome:
     completed: float
     # Why it is not verified when verification was asked for ("" otherwise).
     note: str = ""
+    # HashKV at `revision`, once verification proved the source and the restored copy agree.
+    kv_hash: int | None = None
 
 
 async def take_backup(
@@ -137,7 +139,7 @@ async def _verify(
             f"{outcome.key}: verification failed: HashKV at revision {restored.revision} is "
             f"{restored.hash} restored but {source.hash} on {outcome.member}"
         )
-    return attrs.evolve(outcome, revision=restored.revision, verified=True)
+    return attrs.evolve(outcome, revision=restored.revision, verified=True, kv_hash=restored.hash)
 
 
 def describe(outcome: BackupOutcome, observed: Observed) -> dict[str, object]:
@@ -150,6 +152,7 @@ def describe(outcome: BackupOutcome, observed: Observed) -> dict[str, object]:
         "sha256": outcome.sha256,
         "member": outcome.member,
         "verified": outcome.verified,
+        "hashKV": outcome.kv_hash,  # at `revision`: a restore compares its seed's with it
         "note": outcome.note,
         "startTime": outcome.started,
         "completionTime": outcome.completed,

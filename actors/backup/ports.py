@@ -28,6 +28,10 @@ class Restored:
     key: str
     size: int
     sha256: str
+    # HashKV the backup recorded at its revision (its metadata object); None when it has none
+    # (not verified when taken, or not one of our backups): then nothing can be compared.
+    revision: int = 0
+    kv_hash: int | None = None
 
 
 class SeedRestorer(Protocol):
@@ -53,4 +57,13 @@ class BackupRequests(Protocol):
 
     async def report(self, backup: EtcdBackup, status: EtcdBackupStatus) -> None:
         """Record a backup's progress; after a final phase it is no longer pending."""
+        ...
+
+
+class BackupResolver(Protocol):
+    """Where an EtcdBackup's snapshot is, for spec.restore.backupName."""
+
+    async def resolve(self, namespace: str, name: str) -> RestoreSpec:
+        """The store and key of a Succeeded EtcdBackup; RestoreFailed saying why when it is
+        unknown, not Succeeded, or its store cannot be told (restore_source.py decides)."""
         ...

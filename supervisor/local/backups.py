@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from actors.backup.actor import BackupPorts, backup_child
+from actors.backup.ports import BackupRequests
 from actors.cluster import ChildFactory
 from actors.model import StoreSpec
 from actors.store_port import ObjectStore
@@ -40,6 +41,7 @@ def local_backups(
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], float] = time.time,
     wake_every: float | None = None,
+    requests: BackupRequests | None = None,
 ) -> ChildFactory:
     open_for = local_store_opener(manifest_dir, environ)
     try:
@@ -47,5 +49,5 @@ def local_backups(
     except FileNotFoundError as exc:
         log.warning("%s; backups will be stored unverified", exc, extra={"event": "backup"})
         verifier = None
-    ports = BackupPorts(open_for, verifier, clock)
+    ports = BackupPorts(open_for, verifier, clock, requests)
     return backup_child(ports) if wake_every is None else backup_child(ports, wake_every=wake_every)

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 import yaml
 from attrs import define, field, frozen
 
-from actors.codec import NAME_PATTERN, DocumentError, parse_cluster_documents
-from actors.model import ClusterRef, ClusterResource
+from actors.codec import NAME_PATTERN, DocumentError, parse_documents
+from actors.model import BACKUP_KIND, ClusterRef, ClusterResource, EtcdBackup
 from supervisor.local.manifest import Unreadable
 
 # A Kubernetes namespace: an RFC 1123 label.
@@ -40,6 +40,8 @@ class Manifest:
     resources: tuple[ClusterResource, ...]
     invalid: Mapping[ClusterRef, str]  # documents naming their cluster, but invalid: the rules broken
     unnamed: tuple[str, ...]  # documents naming no usable cluster: what is wrong with each
+    backups: tuple[EtcdBackup, ...] = ()  # on-demand backups (EtcdBackup documents)
+    invalid_backups: tuple[str, ...] = ()  # EtcdBackup documents that break a rule: which and why
 
     def names(self) -> set[ClusterRef]:
         return {r.ref for r in self.resources} | set(self.invalid)
@@ -54,10 +56,14 @@ def read_clusters(read: str | Unreadable) -> Manifest | FileProblem:
             return FileProblem(EMPTY)
     except yaml.YAMLError as exc:
         return FileProblem(yaml_problem(exc, read))
-    parsed = parse_cluster_documents(read)
+    parsed = parse_documents(read)
     invalid: dict[ClusterRef, str] = {}
     unnamed: list[str] = []
-    for error in (p for p in parsed if isinstance(p, DocumentError)):
+    errors = [p for p in parsed if isinstance(p, DocumentError)]
+    # An EtcdBackup document can never be a cluster's: it does not hold removals back.
+    invalid_backups = tuple(f"EtcdBackup {e}" for e in errors if e.kind == BACKUP_KIND)
+    backups = tuple(p for p in parsed if isinstance(p, EtcdBackup) and _usable_namespace(p.namespace))
+    for error in (e for e in errors if e.kind != BACKUP_KIND):
         ref = _named(error)
         if ref is None:
             unnamed.append(str(error))
@@ -65,14 +71,22 @@ def read_clusters(read: str | Unreadable) -> Manifest | FileProblem:
             invalid[ref] = "; ".join(str(e) for e in error.errors)
     resources = []
     for resource in (p for p in parsed if isinstance(p, ClusterResource)):
-        if NAMESPACE_PATTERN.match(resource.ref.namespace):
+        if _usable_namespace(resource.ref.namespace):
             resources.append(resource)
         else:  # the codec leaves namespaces to Kubernetes; here it names a directory
             ns = resource.ref.namespace
             unnamed.append(
                 f"document ({resource.ref.name}): metadata.namespace: {NAMESPACE_RULE} (got {ns!r})"
             )
-    return Manifest(tuple(resources), invalid, tuple(unnamed))
+    bad_namespaces = tuple(
+        f"EtcdBackup {b}: metadata.namespace: {NAMESPACE_RULE}" for b in parsed
+        if isinstance(b, EtcdBackup) and not _usable_namespace(b.namespace)
+    )  # fmt: skip
+    return Manifest(tuple(resources), invalid, tuple(unnamed), backups, invalid_backups + bad_namespaces)
+
+
+def _usable_namespace(namespace: str) -> bool:
+    return bool(NAMESPACE_PATTERN.match(namespace))
 
 
 def yaml_problem(exc: yaml.YAMLError, text: str) -> str:

@@ -1,8 +1,9 @@
 """`etcd-supervisor local FILE`: the whole daemon on the local runtime, no Kubernetes.
 
-FILE holds EtcdCluster documents; every change to it is applied (a new size scales, a removed
-document tears its cluster down keeping the data once a second read confirms it, an invalid
-document or an unusable file is reported and changes nothing: supervisor/local/follow.py).
+FILE holds EtcdCluster documents (and EtcdBackup ones: on-demand backups); every change to it
+is applied (a new size scales, a removed document tears its cluster down keeping the data once
+a second read confirms it, an invalid document or an unusable file is reported and changes
+nothing: supervisor/local/follow.py).
 SIGINT/SIGTERM stop gracefully, keeping every member's data, so running the same command
 again resumes the same clusters. Members are processes of their own: if the
 daemon dies (or exits with leave_members_running), they keep serving and the next daemon adopts them.
@@ -29,6 +30,7 @@ from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.env import env_command
 from supervisor.local.follow import ManifestFollower
@@ -113,6 +115,7 @@ async def run_local(
     metrics = ClusterMetrics(registry, sinks, sinks)
     sinks.on_forget = metrics.forget
     stores = local_store_opener(file.parent, os.environ)
+    requests = LocalBackupRequests(state_dir, metrics)  # the EtcdBackup documents of the file
     async with (
         open_runtime_metrics(registry),
         open_asyncio_loop(),
@@ -120,11 +123,13 @@ async def run_local(
             state_dir, etcd_dir=etcd_dir, leave_members_running=leave_members_running
         ) as runtime,
         open_fleet(
-            local_ports(runtime, metrics, timing, restorer=LocalRestorer(runtime, stores)),
+            local_ports(runtime, metrics, timing, restorer=LocalRestorer(runtime, stores, requests)),
             name="etcd-supervisor",
             timing=timing,
             children=[
-                local_backups(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch"),
+                local_backups(
+                    runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch", requests=requests
+                ),
                 defrag_child(),
                 metrics.child,
             ],
@@ -144,7 +149,7 @@ async def run_local(
             nursery.start_soon(board.run)
         if on_ready is not None:
             on_ready()
-        await ManifestFollower(file, fleet, sinks).run(receive)
+        await ManifestFollower(file, fleet, sinks, backups=requests).run(receive)
     kept = "members left running for the next daemon" if leave_members_running else "member data kept"
     log.info("stopped; %s in %s", kept, state_dir, extra={"event": "shutdown"})
 

@@ -7,6 +7,8 @@ ever tears a cluster down.
 - An invalid document of a cluster that does not run yet gets a status (not created: the field
   and the rule) until it becomes valid (then the cluster is created) or leaves the file (then
   its status goes).
+- EtcdBackup documents go to the on-demand backups (backup_requests.py); an invalid one is
+  reported and holds nothing back.
 - A running cluster the file lacks is removed only when a second complete read, at least
   `confirm_after` later, still lacks it (clusters_file.Removals).
 """
@@ -23,6 +25,7 @@ from actors.cluster import Desired
 from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterStatus, Condition
 from actors.ports import EventSink, StatusSink
+from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.clusters_file import FileProblem, Manifest, Removals, read_clusters
 from supervisor.local.env import as_typed
 from supervisor.local.manifest import Unreadable, read_settled
@@ -43,9 +46,16 @@ class FollowSinks(StatusSink, EventSink, Protocol):
 
 class ManifestFollower:
     def __init__(
-        self, file: Path, fleet: Fleet, sinks: FollowSinks, *, confirm_after: float = CONFIRM_REMOVAL_AFTER
+        self,
+        file: Path,
+        fleet: Fleet,
+        sinks: FollowSinks,
+        *,
+        confirm_after: float = CONFIRM_REMOVAL_AFTER,
+        backups: LocalBackupRequests | None = None,
     ) -> None:
         self._file = file
+        self._backups = backups
         self._shown = as_typed(file)  # in messages
         self._fleet = fleet
         self._sinks = sinks
@@ -84,7 +94,11 @@ class ManifestFollower:
 
     async def _apply(self, manifest: Manifest) -> None:
         unnamed = [f"cannot use {self._shown}: {problem}" for problem in manifest.unnamed]
-        self._sinks.show_file_problems(unnamed)
+        for problem in manifest.invalid_backups:
+            log.error("invalid %s", problem, extra={"event": "invalid-spec"})
+        self._sinks.show_file_problems(unnamed + [f"invalid {p}" for p in manifest.invalid_backups])
+        if self._backups is not None:
+            await self._backups.update(manifest.backups, manifest.resources, manifest.names())
         for resource in manifest.resources:
             self._not_created.pop(resource.ref, None)  # the cluster actor publishes from now on
             await self._fleet.upsert(Desired(resource))

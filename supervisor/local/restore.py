@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from actors.backup.ports import Restored
+from actors.backup.ports import BackupResolver, Restored
 from actors.backup.source import metadata_key
 from actors.errors import RestoreFailed, StoreError, StoreNotFound
 from actors.model import MemberLaunch, RestoreSpec, StoreSpec
@@ -28,11 +28,21 @@ from supervisor.local.scratch import find_etcdutl
 class LocalRestorer:
     """actors.backup.ports.SeedRestorer for the local runtime."""
 
-    def __init__(self, runtime: LocalRuntime, open_store: Callable[[StoreSpec], ObjectStore]) -> None:
+    def __init__(
+        self,
+        runtime: LocalRuntime,
+        open_store: Callable[[StoreSpec], ObjectStore],
+        resolver: BackupResolver | None = None,
+    ) -> None:
         self._runtime = runtime
         self._open_store = open_store
+        self._resolver = resolver  # for spec.restore.backupName
 
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
+        if source.backup_name is not None:
+            if self._resolver is None:
+                raise RestoreFailed("restoring from an EtcdBackup is not set up in this daemon")
+            source = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
         if source.store is None or source.key is None:
             raise RestoreFailed("spec.restore names no store and key")
         member_dir = self._runtime.member_dir(launch.cluster, launch.name)
@@ -40,7 +50,7 @@ class LocalRestorer:
         store = self._open_store(source.store)
         try:
             size, sha256 = await _fetch(store, source.key, snapshot)
-            await _check_against_metadata(store, source.key, sha256)
+            meta = await _check_against_metadata(store, source.key, sha256)
         except StoreNotFound as exc:
             raise RestoreFailed(f"backup {source.key} not found in {source.store.describe()}: {exc}") from exc
         except StoreError as exc:
@@ -51,7 +61,11 @@ class LocalRestorer:
             await self._etcdutl_restore(launch, snapshot)
         finally:
             snapshot.unlink(missing_ok=True)
-        return Restored(source.key, size, sha256)
+        kv_hash = meta.get("hashKV")
+        revision = meta.get("revision")
+        if not isinstance(kv_hash, int) or not isinstance(revision, int):
+            return Restored(source.key, size, sha256)
+        return Restored(source.key, size, sha256, revision, kv_hash)
 
     def _etcdutl(self, version: str) -> Path:
         # The cluster's own version restores its seed (3.4 has no etcdutl: its etcdctl does it).
@@ -82,12 +96,16 @@ async def _fetch(store: ObjectStore, key: str, target: Path) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-async def _check_against_metadata(store: ObjectStore, key: str, sha256: str) -> None:
+async def _check_against_metadata(store: ObjectStore, key: str, sha256: str) -> dict[str, object]:
+    """The backup's metadata object ({} when there is none), once its sha256 matched."""
     try:
         meta = json.loads(await store.get_bytes(metadata_key(key)))
     except (StoreNotFound, ValueError):
-        return  # not one of our backups (no metadata): etcdutl's own checksum still applies
+        return {}  # not one of our backups (no metadata): etcdutl's own checksum still applies
+    if not isinstance(meta, dict):
+        return {}
     if meta.get("sha256") and meta["sha256"] != sha256:
         raise RestoreFailed(
             f"backup {key} is corrupt: sha256 {sha256} where its metadata says {meta['sha256']}"
         )
+    return meta

@@ -76,3 +76,15 @@ def test_a_cluster_is_removed_only_when_a_second_read_later_still_lacks_it() -> 
     removals.hold()  # a read that could not be trusted
     assert removals.next_check() is None
     assert removals.due({OTHER}, now=20.0) == set()
+
+
+def test_etcd_backup_documents_are_read_beside_the_clusters_and_hold_nothing_back():
+    backup = (
+        "apiVersion: etcd.io/v1alpha1\nkind: EtcdBackup\nmetadata: {name: b1}\nspec: {clusterName: demo}\n"
+    )
+    broken = "apiVersion: etcd.io/v1alpha1\nkind: EtcdBackup\nmetadata: {name: b2}\nspec: {}\n"
+    read = read_clusters(GOOD + "---\n" + backup + "---\n" + broken)
+    assert isinstance(read, Manifest)
+    assert [b.name for b in read.backups] == ["b1"] and read.backups[0].spec.cluster_name == "demo"
+    assert read.unnamed == () and set(read.invalid) == {OTHER}  # an EtcdBackup is never taken for a cluster
+    assert len(read.invalid_backups) == 1 and "spec.clusterName: required" in read.invalid_backups[0]
