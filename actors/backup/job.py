@@ -19,7 +19,7 @@ from attrs import frozen
 from actors.backup.ports import SnapshotVerifier
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.backup.source import backup_key, metadata_key, snapshot_source
-from actors.errors import EtcdError, StoreError
+from actors.errors import EtcdError, EtcdUnavailable, StoreError
 from actors.observed import Observed
 from actors.ports import EtcdAdmin
 from actors.store_port import ObjectStore, StoredObject
@@ -130,6 +130,9 @@ async def _verify(
         raise BackupFailed(f"{outcome.key}: the stored snapshot does not restore: {exc}") from exc
     try:
         source = await admin.kv_hash(outcome.member, restored.revision)
+    except EtcdUnavailable as exc:  # the source went away: nothing proven yet; try again later
+        why = f"{outcome.member} did not answer HashKV to verify it: {exc}"
+        raise BackupFailed(f"{outcome.key}: {why}") from exc
     except EtcdError as exc:
         # Compacted past the snapshot already: nothing left to compare with; say so.
         note = f"not verified: the source's revision {restored.revision} is gone ({exc})"

@@ -43,6 +43,10 @@ class LocalBackupRequests:
         self._clusters: dict[ClusterRef, ClusterResource] = {}
         self._named: set[ClusterRef] = set()
 
+    def get(self, namespace: str, name: str) -> EtcdBackup | None:
+        """A backup of the manifest as known now, its latest status with it."""
+        return self._backups.get((namespace, name))
+
     def path(self, backup: EtcdBackup) -> Path:
         return self._layout.cluster(backup.cluster).root / "backups" / f"{backup.name}.json"
 
@@ -101,7 +105,7 @@ class LocalBackupRequests:
     # --- BackupResolver ---------------------------------------------------------------------------
 
     async def resolve(self, namespace: str, name: str) -> RestoreSpec:
-        backup = self._backups.get((namespace, name))
+        backup = self.get(namespace, name)
         if backup is None:
             raise RestoreFailed(f"no EtcdBackup {name} in namespace {namespace}")
         cluster = self._clusters.get(backup.cluster)

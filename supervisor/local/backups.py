@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from actors.backup.actor import BackupPorts, backup_child
+from actors.backup.actor import RETRY, WAKE_EVERY, BackupPorts, backup_child
 from actors.backup.ports import BackupRequests
 from actors.cluster import ChildFactory
 from actors.model import StoreSpec
 from actors.store_port import ObjectStore
+from supervisor.backoff import Backoff
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier
 from supervisor.stores.credentials import local_credentials
@@ -40,7 +41,8 @@ def local_backups(
     scratch_dir: Path,
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], float] = time.time,
-    wake_every: float | None = None,
+    wake_every: float = WAKE_EVERY,
+    retry: Backoff = RETRY,
     requests: BackupRequests | None = None,
 ) -> ChildFactory:
     open_for = local_store_opener(manifest_dir, environ)
@@ -50,4 +52,4 @@ def local_backups(
         log.warning("%s; backups will be stored unverified", exc, extra={"event": "backup"})
         verifier = None
     ports = BackupPorts(open_for, verifier, clock, requests)
-    return backup_child(ports) if wake_every is None else backup_child(ports, wake_every=wake_every)
+    return backup_child(ports, wake_every=wake_every, retry=retry)
