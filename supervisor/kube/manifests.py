@@ -486,6 +486,11 @@ def member_pod(
         # crashes; the kubelet restarting them behind its back would hide both.
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": 30,
+        # etcd never calls the Kubernetes API: no token in its pods (one volume less for the
+        # kubelet to mount before the member can start). No Service environment variables
+        # either: etcd reads ETCD_* variables as flags, and a Service named "etcd" makes some.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
         "containers": containers,
         "volumes": volumes,
         "affinity": {

@@ -3,6 +3,10 @@
 Everything is read back from the API server on each call (the EtcdCluster for its uid and spec,
 pods and claims by label), so a restarted actor, or a new leader replica, sees what exists.
 Restarting a member keeps its data: the old pod goes, a new one mounts the same claim.
+
+The cluster-wide objects (Services, budget, TLS Secret) are made sure of at most once per
+ENSURE_EVERY seconds per cluster, and concurrently: bootstrap allocates and starts three members
+within seconds, and re-checking them before each step cost a dozen sequential API round trips.
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ HEALTHY_RUN_SECONDS = 300.0
 # Container runtimes report a process killed by signal N as exit code 128 + N (OOMKilled is
 # 137). Such a kill is not the member failing by itself and leaves its crash count alone.
 KILLED_BY_SIGNAL = 128
+# How long cluster-wide objects made sure of count as still there. A Service someone deletes is
+# back at the next member allocation or start after this.
+ENSURE_EVERY = 30.0
 
 
 class ClusterGone(Exception):
@@ -175,8 +182,12 @@ class KubeRuntime:
         pod_gone_timeout: float = 120.0,
         poll_interval: float = 0.5,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        ensure_every: float = ENSURE_EVERY,
     ) -> None:
         self._client = client
+        self._ensure_every = ensure_every
+        # owner uid -> trio.current_time() when its cluster objects were last made sure of
+        self._ensured_at: dict[str, float] = {}
         self._cluster_domain = m.normalize_cluster_domain(cluster_domain)
         self._pod_gone_timeout = pod_gone_timeout
         self._poll = poll_interval
@@ -234,20 +245,25 @@ class KubeRuntime:
             )
 
     async def _ensure_cluster_objects(self, owner: m.Owner, spec: ClusterSpec) -> None:
+        ensured_at = self._ensured_at.get(owner.uid)
+        if ensured_at is not None and trio.current_time() - ensured_at < self._ensure_every:
+            return
         ns = owner.ref.namespace
-        await self._ensure(m.core_path(ns, "services"), m.peer_service(owner), owner)
-        await self._ensure(m.core_path(ns, "services"), m.client_service(owner), owner)
-        await self._ensure(m.pdb_path(ns), m.disruption_budget(owner), owner)
-        if spec.tls_enabled:
-            secret_path = m.core_path(ns, "secrets", m.tls_secret_name(owner.ref))
-            # Never regenerate over an existing Secret: running members trust its CA.
-            if await self._client.get_or_none(secret_path) is None:
-                material = generate_cluster_tls(
-                    owner.ref, now=self._now(), cluster_domain=self._cluster_domain
-                )
-                await self._ensure(
-                    m.core_path(ns, "secrets"), m.tls_secret(owner, material.secret_data()), owner
-                )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ensure, m.core_path(ns, "services"), m.peer_service(owner), owner)
+            nursery.start_soon(self._ensure, m.core_path(ns, "services"), m.client_service(owner), owner)
+            nursery.start_soon(self._ensure, m.pdb_path(ns), m.disruption_budget(owner), owner)
+            if spec.tls_enabled:
+                nursery.start_soon(self._ensure_tls_secret, owner)
+        self._ensured_at[owner.uid] = trio.current_time()
+
+    async def _ensure_tls_secret(self, owner: m.Owner) -> None:
+        ns = owner.ref.namespace
+        secret_path = m.core_path(ns, "secrets", m.tls_secret_name(owner.ref))
+        # Never regenerate over an existing Secret: running members trust its CA.
+        if await self._client.get_or_none(secret_path) is None:
+            material = generate_cluster_tls(owner.ref, now=self._now(), cluster_domain=self._cluster_domain)
+            await self._ensure(m.core_path(ns, "secrets"), m.tls_secret(owner, material.secret_data()), owner)
 
     # --- MemberRuntime -----------------------------------------------------------------------
 
@@ -285,6 +301,10 @@ class KubeRuntime:
         await self._ensure_cluster_objects(owner, launch.spec)
         await self._ensure_claim(owner, launch.spec, launch.name, launch.urls)
 
+        # Create first: a new member's pod does not exist yet, and that is the path bootstrap and
+        # scale-up wait on. Only a conflict needs a look at the pod that is there.
+        if await self._create_pod(owner, launch, failures=0):
+            return
         pod_path = m.core_path(ns, "pods", launch.name)
         pod = await self._client.get_or_none(pod_path)
         failures = 0
@@ -297,15 +317,20 @@ class KubeRuntime:
                 # It has exited; nothing to wait for, so no grace period.
                 await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
             await self._wait_pod_gone(pod_path, str(_meta(pod).get("uid")))
-        log.info("starting member %s of %s (consecutive failures %d)", launch.name, ref, failures)
+        # A concurrent start that won the race made a pod as good as ours.
+        await self._create_pod(owner, launch, failures=failures)
+
+    async def _create_pod(self, owner: m.Owner, launch: MemberLaunch, *, failures: int) -> bool:
+        """Create the member's pod; False when one of that name exists already."""
+        pod = m.member_pod(owner, launch, consecutive_failures=failures, cluster_domain=self._cluster_domain)
         try:
-            pod = m.member_pod(
-                owner, launch, consecutive_failures=failures, cluster_domain=self._cluster_domain
-            )
-            await self._client.create(m.core_path(ns, "pods"), pod)
+            await self._client.create(m.core_path(launch.cluster.namespace, "pods"), pod)
         except KubeError as exc:
-            if not is_conflict(exc):
-                raise  # a concurrent start won the race: that pod is as good as ours
+            if is_conflict(exc):
+                return False
+            raise
+        log.info("started member %s of %s (consecutive failures %d)", launch.name, launch.cluster, failures)
+        return True
 
     async def _wait_pod_gone(self, path: str, uid: str) -> None:
         with trio.move_on_after(self._pod_gone_timeout):

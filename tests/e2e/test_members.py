@@ -14,122 +14,37 @@ then each learner once the previous one serves), so it pays it three times: ~2-4
 
 from __future__ import annotations
 
-import base64
 import json
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from supervisor.kube import manifests as m
 from tests.e2e.conftest import Cluster
+from tests.e2e.formation import (
+    STATIC_NAMES,
+    TIMINGS,
+    assert_no_member_failed,
+    form_cluster,
+    is_ready,
+    pods,
+    run_operator,
+    time_static_pods,
+    tls_files,
+    wait_for,
+)
 from tests.harness import images
-from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
 from tests.harness.node import ROOT
-
-# Filled as the tests run; the operator test divides by the static pods' time.
-TIMINGS: dict[str, float] = {}
-
-
-def wait_for(what: str, check: Any, timeout: float, poll: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
-    return list(cluster.get_json("pods", "-l", selector, namespace=namespace)["items"])
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    conds = (pod.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
-
 
 # --- the reference: three static etcd pods ------------------------------------------------------
 
 
-def static_members(namespace: str, version: str, names: list[str]) -> list[dict[str, Any]]:
-    host = lambda n: f"{n}.static-peer.{namespace}.svc.cluster.local"  # noqa: E731
-    initial = ",".join(f"{n}=http://{host(n)}:2380" for n in names)
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "static-peer", "namespace": namespace},
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": {"app": "static"},
-            "ports": [{"name": "peer", "port": 2380}],
-        },
-    }
-    # The same image, volume kind, probe and DNS names as the operator's members: only the
-    # orchestration differs.
-    out = [service]
-    for n in names:
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": n, "namespace": namespace, "labels": {"app": "static"}},
-                "spec": {
-                    "hostname": n,
-                    "subdomain": "static-peer",
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "etcd",
-                            "image": f"{images.ETCD_REPOSITORY}:v{version}",
-                            "command": ["/usr/local/bin/etcd"],
-                            "args": [
-                                f"--name={n}",
-                                "--data-dir=/var/lib/etcd/data",
-                                "--listen-peer-urls=http://0.0.0.0:2380",
-                                "--listen-client-urls=http://0.0.0.0:2379",
-                                "--listen-metrics-urls=http://0.0.0.0:2381",
-                                f"--advertise-client-urls=http://{host(n)}:2379",
-                                f"--initial-advertise-peer-urls=http://{host(n)}:2380",
-                                f"--initial-cluster={initial}",
-                                "--initial-cluster-state=new",
-                                "--initial-cluster-token=static",
-                            ],
-                            "readinessProbe": {
-                                "httpGet": {"path": "/health?serializable=true", "port": 2381},
-                                "initialDelaySeconds": 0,
-                                "periodSeconds": 1,
-                                "failureThreshold": 3,
-                            },
-                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
-                        }
-                    ],
-                    "volumes": [{"name": "data", "emptyDir": {}}],
-                },
-            }
-        )
-    return out
-
-
 def test_three_static_etcd_pods_become_ready_and_serve(e2e_cluster: Cluster, e2e_namespace: str) -> None:
-    names = ["static-0", "static-1", "static-2"]
-    start = time.monotonic()
-    e2e_cluster.apply(static_members(e2e_namespace, e2e_cluster.etcd_version, names))
-    wait_for(
-        "3 static etcd pods Ready",
-        lambda: len(p := pods(e2e_cluster, e2e_namespace, "app=static")) == 3 and all(map(is_ready, p)),
-        120,
-    )
-    TIMINGS["static"] = time.monotonic() - start
+    TIMINGS["static"] = time_static_pods(e2e_cluster, e2e_namespace)
     print(f"\nthree static etcd pods: apply -> all Ready in {TIMINGS['static']:.2f}s")
 
     ns = ["-n", e2e_namespace]
@@ -139,139 +54,23 @@ def test_three_static_etcd_pods_become_ready_and_serve(e2e_cluster: Cluster, e2e
     )
     assert got.stdout.strip() == "hello"
     members = e2e_cluster.kubectl("exec", *ns, "static-1", "--", "etcdctl", "member", "list").stdout
-    assert sorted(line.split(", ")[2] for line in members.splitlines()) == names
+    assert sorted(line.split(", ")[2] for line in members.splitlines()) == STATIC_NAMES
 
 
 # --- the operator, as a host process --------------------------------------------------------------
 
 
-def operator_kubeconfig(cluster: Cluster, work: Path) -> Path:
-    """deploy/base without its Deployment (the operator runs on the host here), and a
-    kubeconfig with the operator ServiceAccount's token: exactly the deployed rights."""
-    rendered = cluster.kubectl("kustomize", DEPLOY_BASE).stdout
-    objs = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] != "Deployment"]
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(objs))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.io")
-    token = cluster.kubectl(
-        "create", "token", OPERATOR_SERVICE_ACCOUNT, "-n", OPERATOR_NAMESPACE, "--duration=2h"
-    ).stdout.strip()
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    for ctx in config["contexts"]:
-        ctx["context"]["user"] = "operator"
-    config["users"] = [{"name": "operator", "user": {"token": token}}]
-    path = work / "operator.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
-
-
-def _http_ok(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterator[Path]:
     """The operator watching this test's namespace; yields its log file."""
-    # Under the node's root on the built-in node: its path on the command line lets the node's
-    # cleanup find this process after a crashed run.
-    work = ROOT / "operator" if e2e_cluster.node else tmp_path
-    work.mkdir(exist_ok=True)
-    kubeconfig = operator_kubeconfig(e2e_cluster, work)
-    cli = Path(sys.executable).parent / "etcd-supervisor"
-    health = _free_port()
-    cmd = e2e_cluster.host_dns_command(
-        [
-            cli,
-            "--log-format",
-            "text",
-            "run",
-            "--kubeconfig",
-            kubeconfig,
-            "--namespace",
-            e2e_namespace,
-            "--health-port",
-            str(health),
-        ]
-    )
     # On the built-in node, beside the node's own logs (kept in node.LOGS after the session).
-    log = (ROOT / "logs" if e2e_cluster.node else tmp_path) / f"operator-{e2e_namespace}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    work, logs = (ROOT / "operator", ROOT / "logs") if e2e_cluster.node else (tmp_path, tmp_path)
+    log = logs / f"operator-{e2e_namespace}.log"
     try:
-        # Ready (leader, watches synced) before the test's clock starts: a daemon that runs
-        # already, as in a real cluster, not its start-up, is what the timings compare.
-        wait_for("the operator's /readyz", lambda: proc.poll() is None and _http_ok(health), 60)
-        yield log
+        with run_operator(e2e_cluster, e2e_namespace, work, log):
+            yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         print(f"operator log (tail):\n{''.join(log.read_text(errors='replace').splitlines(True)[-15:])}")
-
-
-def etcd_cluster(name: str, version: str, *, tls: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "etcd.io/v1alpha1",
-        "kind": "EtcdCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "size": 3,
-            "version": version,
-            "repository": images.ETCD_REPOSITORY,
-            "storage": {"size": "1Gi", "reclaimPolicy": "Delete"},
-            "security": {"tls": {"enabled": tls}},
-        },
-    }
-
-
-def form_cluster(
-    cluster: Cluster, namespace: str, name: str, *, tls: bool, version: str | None = None
-) -> tuple[float, dict[str, Any]]:
-    """Apply a 3-member EtcdCluster; until Running. Returns (seconds, every pod seen by uid)."""
-    seen: dict[str, dict[str, Any]] = {}
-    selector = f"{m.LABEL_INSTANCE}={name},{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
-
-    def running() -> bool:
-        for p in pods(cluster, namespace, selector):
-            seen[p["metadata"]["uid"]] = p
-        status = cluster.get_json("etcdcluster", name, namespace=namespace).get("status") or {}
-        return status.get("phase") == "Running"
-
-    start = time.monotonic()
-    cluster.apply([etcd_cluster(name, version or cluster.etcd_version, tls=tls)], namespace=namespace)
-    wait_for(f"EtcdCluster {name} Running", running, 180)
-    return time.monotonic() - start, seen
-
-
-def assert_no_member_failed(seen: dict[str, Any]) -> None:
-    names = sorted(p["metadata"]["name"] for p in seen.values())
-    failed = [p["metadata"]["name"] for p in seen.values() if p["status"].get("phase") == "Failed"]
-    assert not failed, f"member pods failed: {failed}"
-    assert len(seen) == 3, f"member pods were recreated: {names}"
-
-
-def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[str]:
-    data = cluster.get_json("secret", m.tls_secret_name(m.ClusterRef(namespace, name)), namespace=namespace)[
-        "data"
-    ]
-    flags = []
-    for key, flag in ((m.TLS_CA_CERT, "cacert"), (m.TLS_CLIENT_CERT, "cert"), (m.TLS_CLIENT_KEY, "key")):
-        (work / key).write_bytes(base64.b64decode(data[key]))
-        flags.append(f"--{flag}={work / key}")
-    return flags
 
 
 # etcdctl inside a member pod: the member's own certificate, as mounted by the pod spec.

@@ -18,7 +18,7 @@ import pytest
 
 from supervisor.kube.leader import LEASE_NAME
 from tests.e2e.conftest import Cluster
-from tests.e2e.test_members import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
+from tests.e2e.formation import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
 from tests.harness import images
 from tests.harness.components import require
 from tests.harness.kube import OPERATOR_NAMESPACE, REPO, require_helm

@@ -158,6 +158,9 @@ def test_official_pod_uses_flags_and_its_own_dns_name() -> None:
     anti = pod_spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
     assert pod_spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "ScheduleAnyway"
+    # Members never call the API (no token mounted), and get no ETCD_*-looking Service variables.
+    assert pod_spec["automountServiceAccountToken"] is False
+    assert pod_spec["enableServiceLinks"] is False
 
 
 def test_bitnami_pod_gets_exactly_the_required_environment_and_a_tcp_probe() -> None:

@@ -1,0 +1,265 @@
+"""What the e2e tests and bench/bench_formation.py share: the reference (three static etcd
+pods), the operator as a host process, forming an EtcdCluster, and timing both by watching
+the API server (tests/e2e/watch.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from supervisor.kube import manifests as m
+from tests.e2e.conftest import Cluster
+from tests.e2e.watch import KubectlWatch
+from tests.harness import images
+from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+
+# Filled as the tests run; the operator test divides by the static pods' time.
+TIMINGS: dict[str, float] = {}
+
+
+def wait_for(what: str, check: Any, timeout: float, poll: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(poll)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
+    return list(cluster.get_json("pods", "-l", selector, namespace=namespace)["items"])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
+
+def static_members(namespace: str, version: str, names: list[str]) -> list[dict[str, Any]]:
+    host = lambda n: f"{n}.static-peer.{namespace}.svc.cluster.local"  # noqa: E731
+    initial = ",".join(f"{n}=http://{host(n)}:2380" for n in names)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "static-peer", "namespace": namespace},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"app": "static"},
+            "ports": [{"name": "peer", "port": 2380}],
+        },
+    }
+    # The same image, volume kind, probe and DNS names as the operator's members: only the
+    # orchestration differs.
+    out = [service]
+    for n in names:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": n, "namespace": namespace, "labels": {"app": "static"}},
+                "spec": {
+                    "hostname": n,
+                    "subdomain": "static-peer",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "etcd",
+                            "image": f"{images.ETCD_REPOSITORY}:v{version}",
+                            "command": ["/usr/local/bin/etcd"],
+                            "args": [
+                                f"--name={n}",
+                                "--data-dir=/var/lib/etcd/data",
+                                "--listen-peer-urls=http://0.0.0.0:2380",
+                                "--listen-client-urls=http://0.0.0.0:2379",
+                                "--listen-metrics-urls=http://0.0.0.0:2381",
+                                f"--advertise-client-urls=http://{host(n)}:2379",
+                                f"--initial-advertise-peer-urls=http://{host(n)}:2380",
+                                f"--initial-cluster={initial}",
+                                "--initial-cluster-state=new",
+                                "--initial-cluster-token=static",
+                            ],
+                            "readinessProbe": {
+                                "httpGet": {"path": "/health?serializable=true", "port": 2381},
+                                "initialDelaySeconds": 0,
+                                "periodSeconds": 1,
+                                "failureThreshold": 3,
+                            },
+                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+                        }
+                    ],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                },
+            }
+        )
+    return out
+
+
+STATIC_NAMES = ["static-0", "static-1", "static-2"]
+
+
+def time_static_pods(cluster: Cluster, namespace: str) -> float:
+    """Apply the three static pods; seconds until the API server shows all of them Ready."""
+    ready = KubectlWatch(
+        cluster.kubeconfig,
+        ["pods", "-n", namespace, "-l", "app=static"],
+        "{.metadata.name} {.status.conditions[?(@.type=='Ready')].status}{'\\n'}",
+    )
+    with ready:
+        start = time.monotonic()
+        cluster.apply(static_members(namespace, cluster.etcd_version, STATIC_NAMES))
+        all_ready_at = ready.until(
+            "3 static etcd pods Ready", lambda lines: all_ready(lines, STATIC_NAMES), 120
+        )
+    return all_ready_at - start
+
+
+def all_ready(lines: list[str], names: list[str]) -> bool:
+    """Whether the latest line of each pod says Ready=True."""
+    latest = {name: ready for name, _, ready in (line.partition(" ") for line in lines)}
+    return all(latest.get(n) == "True" for n in names)
+
+
+def operator_kubeconfig(cluster: Cluster, work: Path) -> Path:
+    """deploy/base without its Deployment (the operator runs on the host here), and a
+    kubeconfig with the operator ServiceAccount's token: exactly the deployed rights."""
+    rendered = cluster.kubectl("kustomize", DEPLOY_BASE).stdout
+    objs = [o for o in yaml.safe_load_all(rendered) if o and o["kind"] != "Deployment"]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(objs))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/etcdclusters.etcd.io")
+    token = cluster.kubectl(
+        "create", "token", OPERATOR_SERVICE_ACCOUNT, "-n", OPERATOR_NAMESPACE, "--duration=2h"
+    ).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    for ctx in config["contexts"]:
+        ctx["context"]["user"] = "operator"
+    config["users"] = [{"name": "operator", "user": {"token": token}}]
+    path = work / "operator.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def _http_ok(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def etcd_cluster(name: str, version: str, *, tls: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "size": 3,
+            "version": version,
+            "repository": images.ETCD_REPOSITORY,
+            "storage": {"size": "1Gi", "reclaimPolicy": "Delete"},
+            "security": {"tls": {"enabled": tls}},
+        },
+    }
+
+
+def form_cluster(
+    cluster: Cluster, namespace: str, name: str, *, tls: bool, version: str | None = None
+) -> tuple[float, dict[str, Any]]:
+    """Apply a 3-member EtcdCluster; until Running. Returns (seconds, every pod seen by uid).
+
+    Both are watched (tests/e2e/watch.py), so the time is when the API server showed Running."""
+    selector = f"{m.LABEL_INSTANCE}={name},{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
+    cluster_args = ["etcdclusters", "-n", namespace, f"--field-selector=metadata.name={name}"]
+    pod_args = ["pods", "-n", namespace, "-l", selector]
+    with (
+        KubectlWatch(cluster.kubeconfig, cluster_args, "{.status.phase}{'\\n'}") as phases,
+        KubectlWatch(cluster.kubeconfig, pod_args, POD_LINE) as pod_lines,
+    ):
+        start = time.monotonic()
+        cluster.apply([etcd_cluster(name, version or cluster.etcd_version, tls=tls)], namespace=namespace)
+        running_at = phases.until(f"EtcdCluster {name} Running", lambda lines: lines[-1] == "Running", 180)
+        return running_at - start, pods_seen(pod_lines.drain())
+
+
+# One line per pod event: uid, name, phase.
+POD_LINE = "{.metadata.uid} {.metadata.name} {.status.phase}{'\\n'}"
+
+
+def pods_seen(lines: list[str]) -> dict[str, Any]:
+    """The pods of POD_LINE lines by uid, each as much of a pod object as the checks read."""
+    seen: dict[str, Any] = {}
+    for line in lines:
+        uid, pod_name, *phase = line.split()
+        seen.setdefault(uid, {"metadata": {"uid": uid, "name": pod_name}, "status": {}})
+        if phase and seen[uid]["status"].get("phase") != "Failed":
+            seen[uid]["status"]["phase"] = phase[0]
+    return seen
+
+
+def assert_no_member_failed(seen: dict[str, Any]) -> None:
+    names = sorted(p["metadata"]["name"] for p in seen.values())
+    failed = [p["metadata"]["name"] for p in seen.values() if p["status"].get("phase") == "Failed"]
+    assert not failed, f"member pods failed: {failed}"
+    assert len(seen) == 3, f"member pods were recreated: {names}"
+
+
+def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[str]:
+    data = cluster.get_json("secret", m.tls_secret_name(m.ClusterRef(namespace, name)), namespace=namespace)[
+        "data"
+    ]
+    flags = []
+    for key, flag in ((m.TLS_CA_CERT, "cacert"), (m.TLS_CLIENT_CERT, "cert"), (m.TLS_CLIENT_KEY, "key")):
+        (work / key).write_bytes(base64.b64decode(data[key]))
+        flags.append(f"--{flag}={work / key}")
+    return flags
+
+
+@contextlib.contextmanager
+def run_operator(cluster: Cluster, namespace: str | None, work: Path, log: Path) -> Iterator[Path]:
+    """`etcd-supervisor run` on this host, watching `namespace` (None: all), once it is ready;
+    yields its log.
+
+    `work` holds its kubeconfig; on the built-in node put both under ROOT, so that the node's
+    cleanup finds this process (by its command line) after a crashed run."""
+    work.mkdir(parents=True, exist_ok=True)
+    kubeconfig = operator_kubeconfig(cluster, work)
+    cli = Path(sys.executable).parent / "etcd-supervisor"
+    health = _free_port()
+    run: list[str | os.PathLike[str]] = ["run", "--kubeconfig", kubeconfig, "--health-port", str(health)]
+    if namespace is not None:
+        run += ["--namespace", namespace]
+    cmd = cluster.host_dns_command([cli, "--log-format", "text", *run])
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        # Ready (leader, watches synced) before any clock starts: a daemon that runs already,
+        # as in a real cluster, not its start-up, is what the timings compare.
+        wait_for("the operator's /readyz", lambda: proc.poll() is None and _http_ok(health), 60)
+        yield log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
