@@ -254,8 +254,14 @@ def parse_backup(spec: Mapping[str, Any], r: _Reader) -> BackupSpec | None:
             "spec.backup.schedule",
             f"must be a 5-field cron schedule in UTC such as '0 */6 * * *' (got {schedule!r})",
         )
-    if doc.get("deltaPeriod") is not None:
-        r.fail("spec.backup.deltaPeriod", "incremental backups are not supported by this version yet")
+    delta_period = r.string(doc, "deltaPeriod", "spec.backup.deltaPeriod", None)
+    if delta_period is not None and (
+        not DURATION_PATTERN.match(delta_period) or duration_seconds(delta_period) < 1
+    ):
+        r.fail(
+            "spec.backup.deltaPeriod", f"must be a duration of at least 1s such as 5m (got {delta_period!r})"
+        )
+        delta_period = None
     retention = r.mapping(doc, "retention", "spec.backup.retention", {"keep", "maxAge"})
     keep = retention.get("keep")
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
@@ -275,6 +281,7 @@ def parse_backup(spec: Mapping[str, Any], r: _Reader) -> BackupSpec | None:
         retention=RetentionSpec(keep=keep, max_age=max_age),
         verify=r.boolean(doc, "verify", "spec.backup.verify", True),
         store=store,
+        delta_period=delta_period,
     )
 
 

@@ -155,6 +155,9 @@ class BackupSpec:
     # Restore each backup into a scratch member and compare HashKV before calling it verified.
     verify: bool = True
     store: StoreSpec | None = None
+    # Between full backups, every change is written to the store in chunks this often (a Go
+    # duration); None: full backups only.
+    delta_period: str | None = None
 
 
 @frozen

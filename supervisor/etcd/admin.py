@@ -6,16 +6,19 @@ call because members come and go, and the client fails over between them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 from actors import errors as domain
+from actors.backup.deltas import Change, ChangeBatch, HistoryCompacted
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import EtcdMember, MemberHealth
 from supervisor.etcd import errors as etcd
 from supervisor.etcd.client import EtcdClient
 from supervisor.etcd.records import AlarmKind, Member
 from supervisor.etcd.tls import TlsFiles
+from supervisor.etcd.watch import EventKind, Watch, WatchCompacted, WatchEvent, open_watch
 
 T = TypeVar("T")
 
@@ -78,6 +81,15 @@ class EtcdAdminAdapter:
         else:
             self._client.set_endpoints(endpoints)
         return self._client
+
+    @asynccontextmanager
+    async def follow(self, endpoints: Sequence[str], start_revision: int) -> AsyncIterator[_History]:
+        """actors.backup.deltas.HistorySource: every change of the whole keyspace from
+        `start_revision` on. The watch shares this adapter's client, so it fails over to the
+        members the actors name on their calls as membership changes."""
+        client = self._aimed(endpoints)
+        async with open_watch(client, b"\0", b"\0", start_revision=start_revision) as watch:
+            yield _History(watch)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -153,3 +165,32 @@ class EtcdAdminAdapter:
         client = self._aimed([endpoint])
         found = await _translated(lambda: client.hash_kv(endpoint, revision))
         return KvHash(found.hash, found.revision, found.compact_revision)
+
+
+class _History:
+    """actors.backup.deltas.HistoryStream over a Watch of the whole keyspace."""
+
+    def __init__(self, watch: Watch) -> None:
+        self._watch = watch
+
+    def __aiter__(self) -> _History:
+        return self
+
+    async def __anext__(self) -> ChangeBatch:
+        # Not an async generator: a caller may cancel a wait for the next batch (a period's
+        # end) and wait again, which would end a generator for good.
+        try:
+            batch = await self._watch.__anext__()
+        except WatchCompacted as exc:
+            raise HistoryCompacted(exc.compact_revision) from exc
+        except etcd.EtcdError as exc:
+            raise domain.EtcdError(str(exc)) from exc
+        return ChangeBatch(tuple(_change(e) for e in batch.events), batch.revision)
+
+    async def request_progress(self) -> None:
+        await self._watch.request_progress()
+
+
+def _change(event: WatchEvent) -> Change:
+    value = None if event.kind is EventKind.DELETE else event.kv.value
+    return Change(event.revision, event.kv.key, value, event.kv.lease)

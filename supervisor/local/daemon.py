@@ -32,6 +32,7 @@ from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.backups import local_backups, local_store_opener
+from supervisor.local.deltas import local_deltas
 from supervisor.local.env import env_command
 from supervisor.local.follow import ManifestFollower
 from supervisor.local.manifest import Unreadable, watch_manifest
@@ -130,6 +131,7 @@ async def run_local(
                 local_backups(
                     runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch", requests=requests
                 ),
+                local_deltas(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch"),
                 defrag_child(),
                 metrics.child,
             ],

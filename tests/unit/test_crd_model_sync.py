@@ -126,9 +126,8 @@ def record_leaves(record: type, prefix: tuple[str, ...]) -> set[tuple[str, ...]]
     return out
 
 
-# Fields of the resource the daemon reads but the model does not hold: it refuses them with
-# a condition instead (deltaPeriod: incremental backups are a later capability).
-CRD_ONLY = {("backup", "deltaPeriod")}
+# Fields of the resource the daemon reads but the model does not hold (none at present).
+CRD_ONLY: set[tuple[str, ...]] = set()
 
 
 def test_every_spec_field_is_mapped_both_ways(schema: dict[str, Any]) -> None:

@@ -1,0 +1,171 @@
+"""The delta-backup actor: a per-cluster child that follows the cluster's history between full
+snapshots and writes every change to the store in chunks (spec.backup.deltaPeriod).
+
+It starts from the newest full snapshot the backup actor reported (deltas without a base are
+useless, so it waits for one) or from the end of the chunks already stored after it, whichever
+is later, and watches the whole keyspace from the next revision on. Each period it asks etcd
+how far the history has been delivered (a progress notification) and writes the changes up to
+there as one chunk (sooner when a chunk grows large). The watch moves between members by itself
+(a member killed, a leader change); a compaction that overtakes it means changes were missed, so
+a new full backup is taken at once and the deltas start again from its revision.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import trio
+from attrs import define
+
+from actors.backup.actor import BackupPorts
+from actors.backup.deltas import (
+    Change,
+    HistoryCompacted,
+    HistorySource,
+    chunk_key,
+    covered_to,
+    deltas_prefix,
+    encode_chunk,
+    parse_chunk_key,
+)
+from actors.backup.job import BackupFailed, take_backup
+from actors.cluster import ChildFactory, ClusterContext
+from actors.errors import EtcdError, StoreError
+from actors.model import BackupSpec, duration_seconds
+from actors.store_port import ObjectStore
+from supervisor.backoff import Backoff
+from supervisor.runtime import ChildSpec
+
+log = logging.getLogger(__name__)
+
+IDLE_LOOK = 5.0  # how often a cluster without deltaPeriod (or without a base yet) is looked at
+# A chunk is written early once it holds this many changes, so memory stays bounded.
+MAX_CHUNK_CHANGES = 10_000
+RETRY = Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.1)
+PROGRESS_WAIT = 5.0  # for the answer to a progress request before a chunk is cut
+
+
+@define
+class DeltaFollower:
+    context: ClusterContext
+    ports: BackupPorts
+    history: HistorySource
+    # The revision the latest full snapshot holds, as far as this follower knows.
+    base: int = 0
+    chunks_written: int = 0
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            spec = self.context.desired().resource.spec.backup
+            if spec is None or spec.delta_period is None or spec.store is None or not self._base_known():
+                await trio.sleep(IDLE_LOOK)
+                continue
+            try:
+                await self._follow(spec)
+                failures = 0
+            except HistoryCompacted as exc:
+                await self._full_backup(spec, str(exc))
+            except (EtcdError, StoreError, BackupFailed) as exc:
+                failures += 1
+                log.warning("delta backups of %s: %s", self.context.ref, exc)
+                await self._event("DeltaBackupFailed", str(exc), warning=True)
+                await trio.sleep(RETRY.base_delay(min(failures - 1, 10)))
+
+    def _base_known(self) -> bool:
+        report = self.context.reports.backup
+        last = report.status.last_successful_backup if report else None
+        if last is not None:
+            self.base = max(self.base, last.revision)
+        return self.base > 0 and self.context.feed.latest is not None
+
+    async def _follow(self, spec: BackupSpec) -> None:
+        assert spec.store is not None and spec.delta_period is not None
+        period = duration_seconds(spec.delta_period)
+        async with self._store(spec) as store:
+            stored = [
+                c for o in await store.list(deltas_prefix(self.context.ref)) if (c := parse_chunk_key(o.key))
+            ]
+        start = covered_to(stored, self.base)
+        observed = self.context.feed.latest
+        assert observed is not None
+        async with self.history.follow(observed.endpoints(), start + 1) as stream:
+            batches = stream.__aiter__()
+            pending: list[Change] = []
+            covered = start
+            deadline = trio.current_time() + period
+            while self._unchanged(spec):
+                with trio.move_on_at(deadline):
+                    while len(pending) < MAX_CHUNK_CHANGES:
+                        batch = await batches.__anext__()
+                        pending.extend(batch.changes)
+                        covered = batch.revision
+                if trio.current_time() >= deadline:
+                    # Up to where has etcd delivered? A quiet period still moves the chunk's end.
+                    await stream.request_progress()
+                    with trio.move_on_after(PROGRESS_WAIT):
+                        batch = await batches.__anext__()
+                        pending.extend(batch.changes)
+                        covered = batch.revision
+                    deadline = trio.current_time() + period
+                if covered > start:
+                    await self._write(spec, start + 1, covered, pending)
+                    start, pending = covered, []
+
+    def _unchanged(self, spec: BackupSpec) -> bool:
+        return self.context.desired().resource.spec.backup == spec
+
+    async def _write(self, spec: BackupSpec, first: int, last: int, changes: list[Change]) -> None:
+        key = chunk_key(self.context.ref, first, last)
+        async with self._store(spec) as store:
+            await store.put_bytes(key, encode_chunk(changes))
+        self.chunks_written += 1
+        log.info("delta backup %s: %d changes, revisions %d-%d", key, len(changes), first, last)
+
+    async def _full_backup(self, spec: BackupSpec, why: str) -> None:
+        await self._event("DeltaBackupRestarting", f"{why}: taking a full backup to start the deltas afresh")
+        observed = self.context.feed.latest
+        assert observed is not None and spec.store is not None
+        async with self._store(spec) as store:
+            verifier = self.ports.verifier if spec.verify else None
+            outcome = await take_backup(
+                observed, self.context.ports.admin, store, verifier=verifier, clock=self.ports.clock
+            )
+        self.base = max(self.base, outcome.revision)
+        await self._event(
+            "BackupSucceeded", f"{outcome.key}: full backup for the deltas at revision {outcome.revision}"
+        )
+
+    @asynccontextmanager
+    async def _store(self, spec: BackupSpec) -> AsyncIterator[ObjectStore]:
+        assert spec.store is not None
+        store = self.ports.open_store(spec.store)
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    async def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
+        await self.context.ports.events.record(
+            self.context.ref, reason=reason, message=message, warning=warning
+        )
+
+
+def delta_child(
+    ports: BackupPorts, history: Callable[[ClusterContext], HistorySource | None]
+) -> ChildFactory:
+    """The per-cluster child for delta backups (idle unless spec.backup.deltaPeriod is set)."""
+
+    def child(context: ClusterContext) -> ChildSpec:
+        async def start(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            source = history(context)
+            task_status.started()
+            if source is None:
+                await trio.sleep_forever()  # this runtime's admin cannot follow history
+            await DeltaFollower(context, ports, source).run()  # type: ignore[arg-type]
+
+        return ChildSpec("deltas", start, shutdown=5.0)
+
+    return child
