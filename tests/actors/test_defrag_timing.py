@@ -1,0 +1,96 @@
+"""The defrag actor and the maintenance planning together, on the autojump clock: when rounds
+start, the order within one, and never two defrags at once."""
+
+from datetime import UTC, datetime
+
+import attrs
+import trio
+
+from actors.errors import EtcdUnavailable
+from actors.fleet import open_fleet
+from actors.maintenance.actor import defrag_child
+from actors.model import ClusterResource, ClusterSpec, DefragSpec, MaintenanceSpec
+from tests.actors.world import REF, TIMING, MemoryWorld, ports
+
+MiB = 2**20
+# Wall time for the schedule: midnight UTC plus the virtual clock.
+MIDNIGHT = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+
+
+@attrs.define
+class MaintainedWorld(MemoryWorld):
+    """MemoryWorld with database sizes, a leader that can move, and defrags that take time."""
+
+    leader: int = 1
+    db: dict = attrs.field(factory=dict)  # member id -> (size, in use)
+    defrags: list = attrs.field(factory=list)  # (start, end, name, was leader)
+    defrag_seconds: float = 2.0
+
+    async def member_health(self, client_url):
+        h = await super().member_health(client_url)
+        size, in_use = self.db.setdefault(h.member_id, (100 * MiB, 10 * MiB))
+        return attrs.evolve(h, leader_id=self.leader, db_size=size, db_size_in_use=in_use)
+
+    async def move_leader(self, endpoints, target_id):
+        self.leader = target_id
+
+    async def defragment(self, client_url):
+        me = next(m for m in self.etcd.values() if client_url in m.client_urls)
+        if any(end is None for _, end, _, _ in self.defrags):
+            raise AssertionError("two defrags at once")
+        self.defrags.append((trio.current_time(), None, me.name, me.id == self.leader))
+        await trio.sleep(self.defrag_seconds)
+        _, in_use = self.db[me.id]
+        self.db[me.id] = (in_use, in_use)
+        start, _, name, led = self.defrags[-1]
+        self.defrags[-1] = (start, trio.current_time(), name, led)
+
+    async def compact(self, endpoints, revision):
+        raise EtcdUnavailable("not used here")
+
+    async def disarm_nospace(self, endpoints):
+        return 0
+
+
+async def run(world: MaintainedWorld, defrag: DefragSpec, seconds: float) -> None:
+    spec = ClusterSpec(size=3, tls_enabled=False, maintenance=MaintenanceSpec(defrag=defrag))
+    child = defrag_child(clock=lambda: MIDNIGHT + trio.current_time(), wake_every=1.0)
+    async with open_fleet(lambda r: ports(world), timing=TIMING, children=[child]) as fleet:
+        await fleet.apply([ClusterResource(REF, spec)])
+        await trio.sleep(seconds)
+
+
+def rounds(world: MaintainedWorld) -> list[list[tuple[str, bool]]]:
+    """Defrags grouped by round (a gap of a minute or more between rounds)."""
+    out: list[list[tuple[str, bool]]] = []
+    last_end = float("-inf")
+    for start, end, name, led in world.defrags:
+        if start - last_end >= 60:
+            out.append([])
+        out[-1].append((name, led))
+        last_end = end
+    return out
+
+
+async def test_fragmentation_starts_one_round_followers_first_and_never_two_at_once(autojump_clock):
+    world = MaintainedWorld()
+    await run(world, DefragSpec(fragmentation_ratio=0.5, min_reclaim="64Mi"), seconds=300)
+    # One round: the probes that still show the old sizes for a tick start no second one.
+    (only,) = rounds(world)
+    assert sorted(name for name, _ in only) == ["demo-0", "demo-1", "demo-2"]
+    assert not any(led for _, led in only)  # the leader was never blocked: it moved first
+    assert only[-1][0] == "demo-0"  # the first leader, last
+    reasons = [reason for _, reason, _ in world.events]
+    assert reasons.count("DefragScheduled") == 1 and reasons.count("LeaderMoved") == 1
+    assert all(end - start == world.defrag_seconds for start, end, _, _ in world.defrags)
+
+
+async def test_a_schedule_defragments_every_member_at_each_firing(autojump_clock):
+    world = MaintainedWorld()
+    # Nothing is fragmented enough (minReclaim is out of reach): only the schedule starts rounds.
+    schedule = DefragSpec(schedule="*/5 * * * *", fragmentation_ratio=0.5, min_reclaim="1Gi")
+    await run(world, schedule, seconds=11 * 60)
+    starts = [start for start, _, _, _ in world.defrags]
+    assert [len(r) for r in rounds(world)] == [3, 3]
+    assert 300 <= starts[0] < 310 and 600 <= starts[3] < 610  # at 00:05 and 00:10
+    assert all(not led for r in rounds(world) for _, led in r)
