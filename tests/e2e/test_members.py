@@ -5,11 +5,13 @@ The static pods are what any etcd on Kubernetes must at least do, and their time
 The operator runs as a host process here (``etcd-supervisor run --kubeconfig`` with the deployed
 ServiceAccount's token), resolving member names through cluster DNS like a pod would.
 
-Where the time goes on the built-in node (kubelet --v=2 logs): a pod's sandbox and container
-start in ~0.75 s, and the kubelet's status (container running, pod IP, Ready) follows only at its
-next PLEG relist, up to 1 s later (containerd 1.6 has no CRI events for the evented PLEG). The
-static pods pay that once, in parallel; the operator starts its members one after another (seed,
-then each learner once the previous one serves), so it pays it three times: ~2-4x, not <= 1.5x.
+Where the time goes on the built-in node (kubelet --v=2 logs): a pod's volumes are waited on in
+300 ms polls, its sandbox and container start in ~0.75 s, and the kubelet's status (container
+running, pod IP) follows only at its next PLEG relist, up to 1 s later (containerd 1.6 has no
+CRI events for the evented PLEG); then etcd needs ~0.3-0.7 s to serve. The static pods pay that
+once, in parallel; the operator starts its members one after another (seed, then each learner
+once the previous one serves), so it pays it three times. Its own share per step is ~0.1-0.2 s
+(bench/bench_formation.py measures the ratio over alternating runs).
 """
 
 from __future__ import annotations
