@@ -28,6 +28,19 @@ etcd34:
 	    || echo "etcd 3.4 not installed; its tests will skip (fail under CI=true)"; \
 	else echo "no apt: etcd 3.4 tests will skip"; fi
 
+# Prometheus and promtool from Debian: `promtool check rules` in lint, a real Prometheus in the
+# monitoring tests; only where apt exists and we are root.
+.PHONY: prometheus
+prometheus:
+	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian prometheus (server + promtool)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null) \
+	    || echo "prometheus not installed; its tests will skip (fail under CI=true)"; \
+	else echo "no apt: prometheus tests will skip"; fi
+
+setup: prometheus
+
 # kube-apiserver and kubectl for the kube tier, built once into ~/.cache (see tests/envtest/).
 envtest:
 	@tests/envtest/build.sh >/dev/null
@@ -91,10 +104,11 @@ test-coverage: setup
 run: install etcd-default
 	$(BIN)/etcd-supervisor --log-format text local deploy/examples/local-cluster.yaml --state-dir $(STATE)
 
-lint: install
+lint: install prometheus
 	$(BIN)/ruff check supervisor actors tests bench
 	$(BIN)/mypy supervisor actors
 	$(BIN)/lint-imports
+	promtool check rules deploy/monitoring/rules.yaml
 
 proto: install
 	$(BIN)/python proto/generate.py

@@ -20,6 +20,7 @@ from actors.plan import PLANNERS, Planner
 from actors.ports import ClusterPorts
 from actors.spec_changes import refused_changes
 from supervisor.runtime import ChildSpec, Handle, Intensity, Supervisor
+from supervisor.runtime.logfields import with_log_fields
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,8 @@ class Fleet:
             await entry.ports.runtime.delete_cluster(ref, keep_data=keep)
         finally:
             await entry.ports.aclose()
-        log.info("cluster %s: torn down (data kept: %s)", ref, keep, extra={"event": "cluster-stop"})
+        extra = {"event": "cluster-stop", "cluster": str(ref)}
+        log.info("cluster %s: torn down (data kept: %s)", ref, keep, extra=extra)
 
     async def aclose(self) -> None:
         """Close every cluster's ports; call once the root supervisor has stopped."""
@@ -152,7 +154,8 @@ class Fleet:
 
 
 def _tree_child(ref: ClusterRef, tree: Supervisor) -> ChildSpec:
-    return ChildSpec(str(ref), tree.run, shutdown=10.0)  # type: ignore[arg-type]  # keyword-only task_status
+    # Every log line of the cluster's actors carries `cluster`, whoever writes it.
+    return ChildSpec(str(ref), with_log_fields(tree.run, cluster=str(ref)), shutdown=10.0)  # type: ignore[arg-type]  # keyword-only task_status
 
 
 @asynccontextmanager

@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from supervisor.runtime.logfields import LOG_FIELDS
+
 # Attributes every LogRecord has; anything else came in through `extra=` and is a field.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
@@ -26,8 +28,19 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class ContextFields(logging.Filter):
+    """Adds the task's log fields (the `cluster` of an actor tree) to records without them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in LOG_FIELDS.get().items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
 def configure_logging(*, level: str = "info", fmt: str = "json", stream=sys.stderr) -> None:  # type: ignore[no-untyped-def]
     handler = logging.StreamHandler(stream)
+    handler.addFilter(ContextFields())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

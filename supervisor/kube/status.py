@@ -122,6 +122,10 @@ class KubeEventSink:
         return self._uids[cluster]
 
     async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+        # The audit trail in the log too: one line per operation, as the local daemon writes it.
+        extra = {"event": "audit", "cluster": str(cluster), "reason": reason}
+        level = logging.WARNING if warning else logging.INFO
+        log.log(level, "%s: %s: %s", cluster, reason, message, extra=extra)
         try:
             await self._client.create(
                 m.core_path(cluster.namespace, "events"), await self._event(cluster, reason, message, warning)
