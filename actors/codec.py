@@ -101,10 +101,16 @@ class DocumentError:
         return f"{where}: " + "; ".join(str(e) for e in self.errors)
 
 
-class InvalidCluster(ValueError):
+class InvalidDocument(ValueError):
+    """A document that breaks rules: every one of them, by field."""
+
     def __init__(self, errors: tuple[SpecError, ...]) -> None:
         super().__init__("; ".join(str(e) for e in errors))
         self.errors = errors
+
+
+class InvalidCluster(InvalidDocument):
+    pass
 
 
 class _Reader:
@@ -531,7 +537,7 @@ def parse_documents(text: str) -> list[ClusterResource | EtcdBackup | DocumentEr
         kind = doc.get("kind") if isinstance(doc, Mapping) else None
         try:
             out.append(parse_etcd_backup(doc) if kind == BACKUP_KIND else parse_cluster(doc))
-        except (InvalidCluster, InvalidBackup) as exc:
+        except InvalidDocument as exc:
             meta = doc.get("metadata") if isinstance(doc, Mapping) else None
             name = ""
             if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
@@ -643,10 +649,8 @@ def _rfc3339(t: float) -> str:
 BACKUP_NAME_PATTERN = SECRET_NAME_PATTERN
 
 
-class InvalidBackup(ValueError):
-    def __init__(self, errors: tuple[SpecError, ...]) -> None:
-        super().__init__("; ".join(str(e) for e in errors))
-        self.errors = errors
+class InvalidBackup(InvalidDocument):
+    pass
 
 
 def parse_etcd_backup(doc: Any, *, default_namespace: str = "default") -> EtcdBackup:

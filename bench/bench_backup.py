@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -42,8 +41,8 @@ from actors.model import (  # noqa: E402
 )
 from actors.observed import Observed  # noqa: E402
 from actors.store_port import ObjectStore, S3Credentials  # noqa: E402
+from bench.bench_snapshot import fill  # noqa: E402
 from supervisor.aio import open_asyncio_loop  # noqa: E402
-from supervisor.etcd import open_etcd_client  # noqa: E402
 from supervisor.etcd.admin import EtcdAdminAdapter  # noqa: E402
 from supervisor.local.scratch import ScratchVerifier  # noqa: E402
 from supervisor.stores import open_store  # noqa: E402
@@ -80,19 +79,6 @@ def wait_healthy(endpoint: str, within: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"etcd at {endpoint} not healthy within {within} s")
         time.sleep(0.02)
-
-
-async def fill(endpoint: str, total_mib: int, writers: int = 4) -> None:
-    value = os.urandom(MiB)  # incompressible
-
-    async def writer(first: int) -> None:
-        async with open_etcd_client([endpoint], call_timeout=60) as client:
-            for i in range(first, total_mib, writers):
-                await client.put(f"/bench/{i:06d}".encode(), value)
-
-    async with open_asyncio_loop(), trio.open_nursery() as nursery:
-        for w in range(writers):
-            nursery.start_soon(writer, w)
 
 
 async def observed_single(admin: EtcdAdminAdapter, endpoint: str) -> Observed:
@@ -183,7 +169,7 @@ def main() -> int:
         try:
             wait_healthy(endpoint)
             started = time.perf_counter()
-            trio.run(fill, endpoint, args.mib)
+            trio.run(fill, endpoint, args.mib, 4)
             print(f"loaded {args.mib} MiB in {time.perf_counter() - started:.1f}s")
             local_dir = work / "store"
 

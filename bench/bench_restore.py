@@ -40,7 +40,8 @@ from actors.model import (  # noqa: E402
     RestoreSpec,
     StoreSpec,
 )
-from bench.bench_backup import BIN, MiB, fill, observed_single, start_etcd, wait_healthy  # noqa: E402
+from bench.bench_backup import BIN, MiB, observed_single, start_etcd, wait_healthy  # noqa: E402
+from bench.bench_snapshot import fill  # noqa: E402
 from bench.static_etcd import free_port  # noqa: E402
 from supervisor.aio import open_asyncio_loop  # noqa: E402
 from supervisor.etcd.admin import EtcdAdminAdapter  # noqa: E402
@@ -145,7 +146,7 @@ def main() -> int:
         try:
             wait_healthy(endpoint)
             started = time.perf_counter()
-            trio.run(fill, endpoint, mib)
+            trio.run(fill, endpoint, mib, 4)
             print(f"loaded {mib} MiB in {time.perf_counter() - started:.1f}s")
             key, backup_seconds = backed_up(work, endpoint, store)
         finally:

@@ -1,8 +1,11 @@
 """On-demand backups while the cluster changes under them, with clients writing and reading all
 along: a backup whose source member is killed while it runs, and one asked for as the cluster
 scales from 3 to 5. Each backup ends Succeeded and verified (after failed attempts, retried, if
-its source went away), the cluster keeps serving, and the clients' history is linearizable."""
+its source went away), the cluster keeps serving, and the clients' history is linearizable.
+And backups that cannot be taken: no store at all (Failed at once), a store that fails (Failed
+after three attempts, each one an Event)."""
 
+import json
 import os
 import signal
 
@@ -114,3 +117,44 @@ async def test_backups_taken_through_a_member_kill_and_a_scale_up_succeed_and_cl
     reasons = sup.recorder.reasons(demo.ref)
     assert reasons.count("BackupStarted") == 2 and reasons.count("BackupSucceeded") == 2, reasons
     assert "BackupRetrying" in reasons, reasons  # the attempt the kill cut short
+
+
+async def test_a_backup_with_no_store_fails_at_once_and_one_whose_store_breaks_fails_after_three_attempts(
+    tmp_path,
+):
+    (tmp_path / "a-file").write_text("not a directory")
+    broken = StoreSpec(local=LocalStore(str(tmp_path / "a-file" / "backups")))
+    plain = resource("plain", size=1)  # no spec.backup: no store to default to
+    state = tmp_path / "state"
+    requests = LocalBackupRequests(state, NoEvents())
+
+    def children(runtime):
+        return [
+            local_backups(
+                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", wake_every=0.2,
+                retry=QUICK_RETRY, requests=requests,
+            )
+        ]  # fmt: skip
+
+    async with open_local_supervisor(state, children=children) as sup:
+        await sup.fleet.apply([plain])
+        await sup.wait_healthy(plain.ref, 1)
+        storeless = EtcdBackup("default", "storeless", EtcdBackupSpec("plain"))
+        doomed = EtcdBackup("default", "doomed", EtcdBackupSpec("plain", broken))
+        await requests.update([storeless, doomed], [plain], {plain.ref})
+        for name in ("storeless", "doomed"):
+            await eventually(
+                lambda name=name: requests.get("default", name),
+                lambda b: b.status.phase.finished,
+                within=60,
+                what=f"{name} finished",
+            )
+        reasons = sup.recorder.reasons(plain.ref)
+    storeless, doomed = requests.get("default", "storeless"), requests.get("default", "doomed")
+    assert storeless.status.phase is BackupPhase.FAILED and "no store" in storeless.status.message
+    assert doomed.status.phase is BackupPhase.FAILED, doomed.status
+    assert doomed.status.message.startswith("3 attempts failed, the last: "), doomed.status.message
+    assert reasons.count("BackupRetrying") == 2 and reasons.count("BackupFailed") == 2, reasons
+    # Each status was written where local mode keeps it, in the CRD's shape.
+    written = json.loads((state / "default" / "plain" / "backups" / "doomed.json").read_text())
+    assert written["phase"] == "Failed" and written["message"] == doomed.status.message
