@@ -304,10 +304,14 @@ def parse_restore(spec: Mapping[str, Any], r: _Reader) -> RestoreSpec | None:
         r.fail("spec.restore", "needs backupName, or both store and key")
     if name is not None and not BACKUP_NAME_PATTERN.match(name):
         r.fail("spec.restore.backupName", f"must be an EtcdBackup's name, a DNS subdomain (got {name!r})")
-    if doc.get("revision") is not None:
-        r.fail("spec.restore.revision", "point-in-time restore needs incremental backups: not supported yet")
+    revision = doc.get("revision")
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int) or revision < 1):
+        r.fail(
+            "spec.restore.revision", f"must be a revision, a whole number of at least 1 (got {revision!r})"
+        )
+        revision = None
     store = parse_store(doc["store"], "spec.restore.store", r) if has_store else None
-    return RestoreSpec(backup_name=name, store=store, key=key)
+    return RestoreSpec(backup_name=name, store=store, key=key, revision=revision)
 
 
 def parse_maintenance(spec: Mapping[str, Any], r: _Reader) -> MaintenanceSpec:

@@ -170,7 +170,8 @@ class RestoreSpec:
     revision: int | None = None  # point in time (needs incremental backups)
 
     def describe(self) -> str:
-        return f"EtcdBackup {self.backup_name}" if self.backup_name else f"backup {self.key}"
+        what = f"EtcdBackup {self.backup_name}" if self.backup_name else f"backup {self.key}"
+        return what if self.revision is None else f"{what} at revision {self.revision}"
 
 
 # --- maintenance (spec.maintenance) ----------------------------------------------------------

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import trio
 
 from actors.backup.ports import BackupResolver, Restored
@@ -21,8 +22,10 @@ from actors.backup.source import metadata_key
 from actors.errors import RestoreFailed, StoreError, StoreNotFound
 from actors.model import MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
+from supervisor.etcd.errors import EtcdError
+from supervisor.local.point_in_time import plan_point_in_time, replay
 from supervisor.local.runtime import LocalRuntime
-from supervisor.local.scratch import find_etcdutl
+from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 
 
 class LocalRestorer:
@@ -42,10 +45,13 @@ class LocalRestorer:
         if source.backup_name is not None:
             if self._resolver is None:
                 raise RestoreFailed("restoring from an EtcdBackup is not set up in this daemon")
-            source = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
+            resolved = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
+            source = attrs.evolve(resolved, revision=source.revision)
         if source.store is None or source.key is None:
             raise RestoreFailed("spec.restore names no store and key")
         member_dir = self._runtime.member_dir(launch.cluster, launch.name)
+        if source.revision is not None:
+            return await self._restore_to_revision(launch, source, member_dir)
         snapshot = member_dir / "restore.db"
         store = self._open_store(source.store)
         try:
@@ -66,6 +72,35 @@ class LocalRestorer:
         if not isinstance(kv_hash, int) or not isinstance(revision, int):
             return Restored(source.key, size, sha256)
         return Restored(source.key, size, sha256, revision, kv_hash)
+
+    async def _restore_to_revision(
+        self, launch: MemberLaunch, source: RestoreSpec, member_dir: Path
+    ) -> Restored:
+        """The newest verified snapshot at or below the revision, the deltas replayed onto it up
+        to the revision in a scratch member (supervisor/local/point_in_time.py), as the seed."""
+        assert source.store is not None and source.key is not None and source.revision is not None
+        snapshot, replayed = member_dir / "restore.db", member_dir / "replayed.db"
+        store = self._open_store(source.store)
+        try:
+            plan = await plan_point_in_time(store, source.key, source.revision)
+            size, sha256 = await _fetch(store, plan.snapshot_key, snapshot)
+            await _check_against_metadata(store, plan.snapshot_key, sha256)
+        except StoreError as exc:
+            raise RestoreFailed(f"backup {source.key} could not be read: {exc}") from exc
+        finally:
+            await store.aclose()
+        try:
+            verifier = ScratchVerifier(member_dir, self._runtime.etcd_binary)
+            kv_hash = await replay(verifier, snapshot, plan.changes, source.revision, replayed)
+            await self._etcdutl_restore(launch, replayed)
+        except (OSError, ValueError, EtcdError) as exc:
+            raise RestoreFailed(f"replaying the deltas onto {plan.snapshot_key} failed: {exc}") from exc
+        finally:
+            snapshot.unlink(missing_ok=True)
+            replayed.unlink(missing_ok=True)
+        what = f"{plan.snapshot_key} (revision {plan.snapshot_revision})"
+        what += f" + {len(plan.changes)} changes from delta backups"
+        return Restored(what, size, sha256, source.revision, kv_hash)
 
     def _etcdutl(self, version: str) -> Path:
         # The cluster's own version restores its seed (3.4 has no etcdutl: its etcdctl does it).

@@ -70,12 +70,32 @@ def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
         ({"storage": {"class": "x"}}, "spec.storage.class", "unknown field"),
         ({"disasterRecovery": {"mode": "automatic"}}, "spec.disasterRecovery.mode", "Automatic or Manual"),
         ({"disasterRecovery": {"auto": True}}, "spec.disasterRecovery.auto", "unknown field"),
+        (
+            {"backup": {"deltaPeriod": "0s", "store": {"local": {"path": "b"}}}},
+            "spec.backup.deltaPeriod",
+            "at least 1s",
+        ),
+        (
+            {"restore": {"store": {"local": {"path": "b"}}, "key": "a/b/c.db", "revision": 0}},
+            "spec.restore.revision",
+            "at least 1",
+        ),
     ],
 )
 def test_each_broken_rule_names_its_field(spec, field, words):
     errors = errors_of(doc(spec))
     assert field in errors
     assert words in errors[field]
+
+
+def test_delta_period_and_a_restore_revision_are_read():
+    spec = doc({
+        "backup": {"deltaPeriod": "30s", "store": {"local": {"path": "b"}}},
+        "restore": {"store": {"local": {"path": "b"}}, "key": "ns/demo/x.db", "revision": 1234},
+    })  # fmt: skip
+    resource = parse_cluster(spec)
+    assert resource.spec.backup.delta_period == "30s" and resource.spec.restore.revision == 1234
+    assert resource.spec.restore.describe() == "backup ns/demo/x.db at revision 1234"
 
 
 def test_all_broken_rules_are_reported_not_just_the_first():
