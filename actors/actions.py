@@ -247,6 +247,25 @@ class RollMember(Action):
         return f"rolling restart: restarting {self.name} with the new configuration (etcd {self.version})"
 
 
+@frozen
+class EnableDowngrade(Action):
+    """Ask etcd to lower the cluster version by one minor (validated first), so members of that
+    older minor can run on the cluster's data; members are then rolled back one at a time."""
+
+    cluster_version: str  # "3.5.0"
+    event_reason: ClassVar[str] = "DowngradeEnabled"
+
+    async def execute(self, ctx: ActionContext) -> None:
+        await ctx.admin.downgrade(ctx.endpoints, "VALIDATE", self.cluster_version)
+        await ctx.admin.downgrade(ctx.endpoints, "ENABLE", self.cluster_version)
+
+    def describe(self) -> str:
+        return f"etcd validated and enabled a downgrade of the cluster version to {self.cluster_version}"
+
+    def progress(self) -> str:
+        return f"enabling etcd's downgrade to cluster version {self.cluster_version}"
+
+
 # --- membership ---------------------------------------------------------------------------------
 
 

@@ -441,6 +441,8 @@ def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
         bool(health.errors),
         health.alarms,
         progress,
+        health.downgrade_target,  # a downgrade enabled, and the data kept in the older
+        health.storage_version,  # version: the rollback may go on
     )
 
 

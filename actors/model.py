@@ -524,6 +524,9 @@ class MemberHealth:
     # member under the NOSPACE alarm is healthy, it only refuses writes.
     alarms: tuple[str, ...] = ()
     version: str = ""  # the etcd server version, "3.5.17"
+    # The cluster version a downgrade was enabled towards ("3.5.0"; etcd 3.6+), "" when none is.
+    downgrade_target: str = ""
+    storage_version: str = ""  # the version its data is kept in ("3.6.0"; etcd 3.6+)
 
     @property
     def reclaimable(self) -> int:

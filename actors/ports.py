@@ -112,6 +112,11 @@ class EtcdAdmin(Protocol):
 
     async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None: ...
 
+    async def downgrade(self, endpoints: Sequence[str], action: str, version: str) -> str:
+        """etcd's downgrade API (3.6+): action VALIDATE, ENABLE or CANCEL towards `version`'s
+        minor; returns the cluster version etcd reports. EtcdError when etcd refuses."""
+        ...
+
     async def member_health(self, client_url: str) -> MemberHealth:
         """Status of exactly this member (never failed over to another one)."""
         ...

@@ -8,12 +8,16 @@ one voter for a few seconds, which only a whole cluster can spare. A member that
 up with the new configuration therefore stops the rollout where it is (assess says why under
 the Upgrading condition); the members not yet restarted keep running what they ran.
 
+Going back a minor (3.6 -> 3.5, the one downgrade etcd supports) first asks etcd to lower the
+cluster version (its downgrade API: validate, then enable); the members then go back one at a
+time in the same order, and etcd ends the downgrade once all of them run the older minor.
+
 Runs after the size planner: growth or shrinkage in flight finishes first.
 """
 
 from __future__ import annotations
 
-from actors.actions import MoveLeader, RollMember, Step, Wait
+from actors.actions import EnableDowngrade, MoveLeader, RollMember, Step, Wait
 from actors.model import ClusterSpec, EtcdMember
 from actors.observed import Observed
 from actors.plan.common import initial_cluster, ordinal_of
@@ -36,6 +40,9 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
     lagging = _lagging(observed)
     if lagging:
         return Wait(f"rolling restart waits for {', '.join(lagging)} to catch up")
+    downgrade = _downgrade_first(spec, observed)
+    if downgrade is not None:
+        return downgrade
     leader = observed.leader_id()
     stale = [m for m in observed.voters() if observed.name_of(m) in outdated]
     followers = sorted((m for m in stale if m.id != leader), key=lambda m: -ordinal_of(observed, m))
@@ -54,6 +61,32 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
 def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:
     name = observed.name_of(member)
     return RollMember(name, spec.version, initial_cluster(observed, name))
+
+
+def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade | Wait | None:
+    """Going back a minor (3.6 -> 3.5): etcd must first lower the cluster version (its downgrade
+    API), or members of the older minor refuse the data. Not needed once any member runs the
+    target minor: the cluster version is that minor already (an upgrade undone half-way, or a
+    downgrade under way)."""
+    answers = [h for h in observed.health.values() if h is not None]
+    running = [_minor(h.version) for h in answers if h.version]
+    target = _minor(spec.version)
+    if not running or min(running) <= target:
+        return None
+    cluster_version = f"{target[0]}.{target[1]}.0"
+    if all(h.downgrade_target == cluster_version for h in answers):
+        # Enabled. The leader lowers the cluster version, then each member the version its
+        # data is kept in, within seconds; a member of the older minor started before then
+        # would find a cluster newer than itself.
+        if all(h.storage_version == cluster_version for h in answers):
+            return None  # the members go back one at a time
+        return Wait(f"waiting for etcd to take the cluster version down to {cluster_version}")
+    return EnableDowngrade(cluster_version)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
 
 
 def _lagging(observed: Observed) -> list[str]:

@@ -116,6 +116,10 @@ class EtcdAdminAdapter:
         client = self._aimed(endpoints)
         await _translated(lambda: client.move_leader(target_id))
 
+    async def downgrade(self, endpoints: Sequence[str], action: str, version: str) -> str:
+        client = self._aimed(endpoints)
+        return await _translated(lambda: client.downgrade(action, version))
+
     async def member_health(self, client_url: str) -> MemberHealth:
         client = self._aimed([client_url]) if self._client is None else self._client
         s = await _translated(lambda: client.status(client_url))
@@ -131,6 +135,8 @@ class EtcdAdminAdapter:
             alarms=tuple(a for a in (_alarm_name(e) for e in s.errors) if a is not None),
             revision=s.revision,
             version=s.version,
+            downgrade_target=s.downgrade_target,
+            storage_version=s.storage_version,
         )
 
     async def compact(self, endpoints: Sequence[str], revision: int) -> None:

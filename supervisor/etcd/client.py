@@ -347,6 +347,15 @@ class EtcdClient:
         )
         return wire.endpoint_status(endpoint, response)
 
+    async def downgrade(self, action: str, version: str = "") -> str:
+        """etcd's downgrade API (3.6+): VALIDATE or ENABLE a downgrade of the cluster version to
+        ``version``'s minor, or CANCEL one; returns the cluster version etcd answered with."""
+        request = pb.DowngradeRequest(action=pb.DowngradeRequestDowngradeAction[action], version=version)
+        response = await self._call(
+            lambda ch, md, t: pb.MaintenanceStub(ch).downgrade(request, timeout=t, metadata=md)
+        )
+        return response.version
+
     async def statuses(self, endpoints: Sequence[str] | None = None) -> dict[str, EndpointStatus | EtcdError]:
         """The status of every endpoint, concurrently; a failed endpoint maps to its error."""
         results: dict[str, EndpointStatus | EtcdError] = {}

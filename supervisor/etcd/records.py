@@ -45,6 +45,9 @@ class EndpointStatus:
     version: str
     errors: tuple[str, ...]
     revision: int = 0  # the member's own store revision (the response header's)
+    # etcd 3.6+: the minor a downgrade was enabled towards ("3.5.0"), "" when none is.
+    downgrade_target: str = ""
+    storage_version: str = ""  # etcd 3.6+: the version its data is kept in ("3.6.0")
 
     @property
     def is_leader(self) -> bool:

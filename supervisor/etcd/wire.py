@@ -65,6 +65,8 @@ def endpoint_status(endpoint: str, s: pb.StatusResponse) -> EndpointStatus:
         version=s.version,
         errors=tuple(s.errors),
         revision=s.header.revision,
+        downgrade_target=s.downgrade_info.target_version if s.downgrade_info.enabled else "",
+        storage_version=s.storage_version,
     )
 
 

@@ -111,6 +111,9 @@ class SecretTlsAdmin:
     async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
         await (await self._admin()).move_leader(endpoints, target_id)
 
+    async def downgrade(self, endpoints: Sequence[str], action: str, version: str) -> str:
+        return await (await self._admin()).downgrade(endpoints, action, version)
+
     async def member_health(self, client_url: str) -> MemberHealth:
         return await (await self._admin()).member_health(client_url)
 

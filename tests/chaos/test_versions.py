@@ -54,7 +54,7 @@ def rolled_since(events: list, start: int) -> list[tuple[str, str]]:
     return out
 
 
-async def test_rolling_upgrades_3_4_to_3_5_to_3_6_a_refused_skip_and_a_failed_rollout(tmp_path):
+async def test_upgrades_3_4_to_3_6_a_refused_skip_a_failed_rollout_and_the_downgrade_to_3_5(tmp_path):
     v34, v35, v36 = pinned("3.4"), pinned("3.5"), pinned("3.6")
     etcd_dir = etcd_dir_with(tmp_path, [v34, v35, v36])
     async with open_local_supervisor(tmp_path / "state", etcd_dir=etcd_dir) as sup:
@@ -114,6 +114,17 @@ async def test_rolling_upgrades_3_4_to_3_5_to_3_6_a_refused_skip_and_a_failed_ro
             # Going back to the version the others run brings the member back.
             await sup.fleet.apply([demo(v36, 7)])
             await sup.wait_for(REF, on(v36), timeout=120)
+            await workload.wait_for_more(50)
+
+            # 3.6 -> 3.5 through etcd's downgrade API: enabled once, then the members go back
+            # one at a time, and the cluster version settles on 3.5.
+            start = len(sup.recorder.events)
+            await sup.fleet.apply([demo(v35, 8)])
+            status = await sup.wait_for(REF, lambda s: on(v35)(s) and s.version == "3.5.0", timeout=120)
+            reasons = [reason for _, reason, _ in sup.recorder.events[start:]]
+            assert reasons.count("DowngradeEnabled") == 1
+            assert reasons.index("DowngradeEnabled") < reasons.index("MemberRolled")
+            assert reasons.count("MemberRolled") == 3
             await workload.wait_for_more(50)
             nursery.cancel_scope.cancel()
         verdict = await workload.check(tmp_path / "history")

@@ -3,7 +3,7 @@ and never while a member is unhealthy, lagging or membership is changing."""
 
 import attrs
 
-from actors.actions import AddLearner, MoveLeader, RollMember, StartMember, Wait
+from actors.actions import AddLearner, EnableDowngrade, MoveLeader, RollMember, StartMember, Wait
 from actors.assess import upgrading_condition
 from actors.model import ClusterSpec, MemberConfig
 from actors.plan import plan
@@ -85,3 +85,25 @@ def test_a_member_that_fails_on_the_new_version_stops_the_rollout_and_is_not_rep
 def test_a_one_member_cluster_restarts_its_only_member():
     step, _ = rolling(*cluster(1), {}, spec=attrs.evolve(SPEC, size=1))
     assert isinstance(step, RollMember) and step.name == "demo-0"
+
+
+def test_going_back_a_minor_enables_etcds_downgrade_first_then_rolls_members_back():
+    spec = attrs.evolve(SPEC, version="3.5.35")
+    runtime, members, health = cluster(3)
+    on_36 = {n: attrs.evolve(h, version="3.6.16") for n, h in health.items()}
+    step, _ = rolling(runtime, members, on_36, {}, spec=spec)
+    assert step == EnableDowngrade("3.5.0")
+    enabled = {n: attrs.evolve(h, downgrade_target="3.5.0") for n, h in on_36.items()}
+    step, _ = rolling(runtime, members, enabled, {}, spec=spec)
+    assert step == Wait("waiting for etcd to take the cluster version down to 3.5.0")
+    enabled = {n: attrs.evolve(h, storage_version="3.5.0") for n, h in enabled.items()}
+    step, _ = rolling(runtime, members, enabled, {}, spec=spec)
+    assert isinstance(step, RollMember) and step.name == "demo-2"
+    # Once a member runs 3.5 the cluster version is 3.5: no second enable, the rollback goes on.
+    enabled["demo-2"] = attrs.evolve(health["demo-2"], version="3.5.35")
+    step, _ = rolling(runtime, members, enabled, {"demo-2": NEW}, spec=spec)
+    assert isinstance(step, RollMember) and step.name == "demo-1"
+    # An upgrade (or a patch change) needs no downgrade.
+    on_35 = {n: attrs.evolve(h, version="3.5.35") for n, h in health.items()}
+    step, _ = rolling(runtime, members, on_35, {})
+    assert isinstance(step, RollMember)

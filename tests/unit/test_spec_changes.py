@@ -34,6 +34,9 @@ def test_storage_class_is_immutable():
     }
 
 
-def test_a_minor_downgrade_is_refused_but_a_patch_downgrade_is_not():
+def test_minor_downgrades_are_refused_but_3_6_to_3_5_and_patch_downgrades_are_not():
     assert fields(ClusterSpec(version="3.5.21"), ClusterSpec(version="3.4.30")) == {"spec.version"}
+    assert fields(ClusterSpec(version="3.6.16"), ClusterSpec(version="3.4.25")) == {"spec.version"}
     assert fields(ClusterSpec(version="3.5.21"), ClusterSpec(version="3.5.9")) == set()
+    # etcd's downgrade API (3.6+) takes the cluster version down one minor.
+    assert fields(ClusterSpec(version="3.6.16"), ClusterSpec(version="3.5.35")) == set()

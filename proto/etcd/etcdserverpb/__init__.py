@@ -71,6 +71,12 @@ class AlarmRequestAlarmAction(betterproto.Enum):
     DEACTIVATE = 2
 
 
+class DowngradeRequestDowngradeAction(betterproto.Enum):
+    VALIDATE = 0
+    ENABLE = 1
+    CANCEL = 2
+
+
 @dataclass(eq=False, repr=False)
 class WatchRequest(betterproto.Message):
     create_request: "WatchCreateRequest" = betterproto.message_field(
@@ -382,6 +388,29 @@ class StatusResponse(betterproto.Message):
     errors: List[str] = betterproto.string_field(8)
     db_size_in_use: int = betterproto.int64_field(9)
     is_learner: bool = betterproto.bool_field(10)
+    storage_version: str = betterproto.string_field(11)
+    """etcd 3.6+"""
+
+    db_size_quota: int = betterproto.int64_field(12)
+    downgrade_info: "DowngradeInfo" = betterproto.message_field(13)
+
+
+@dataclass(eq=False, repr=False)
+class DowngradeInfo(betterproto.Message):
+    enabled: bool = betterproto.bool_field(1)
+    target_version: str = betterproto.string_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class DowngradeRequest(betterproto.Message):
+    action: "DowngradeRequestDowngradeAction" = betterproto.enum_field(1)
+    version: str = betterproto.string_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class DowngradeResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    version: str = betterproto.string_field(2)
 
 
 @dataclass(eq=False, repr=False)
@@ -867,6 +896,23 @@ class MaintenanceStub(betterproto.ServiceStub):
             metadata=metadata,
         )
 
+    async def downgrade(
+        self,
+        downgrade_request: "DowngradeRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "DowngradeResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Maintenance/Downgrade",
+            downgrade_request,
+            DowngradeResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class WatchStub(betterproto.ServiceStub):
     async def watch(
@@ -1341,6 +1387,11 @@ class MaintenanceBase(ServiceBase):
     ) -> "MoveLeaderResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def downgrade(
+        self, downgrade_request: "DowngradeRequest"
+    ) -> "DowngradeResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def __rpc_alarm(
         self, stream: "grpclib.server.Stream[AlarmRequest, AlarmResponse]"
     ) -> None:
@@ -1386,6 +1437,13 @@ class MaintenanceBase(ServiceBase):
         response = await self.move_leader(request)
         await stream.send_message(response)
 
+    async def __rpc_downgrade(
+        self, stream: "grpclib.server.Stream[DowngradeRequest, DowngradeResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.downgrade(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
         return {
             "/etcdserverpb.Maintenance/Alarm": grpclib.const.Handler(
@@ -1423,6 +1481,12 @@ class MaintenanceBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 MoveLeaderRequest,
                 MoveLeaderResponse,
+            ),
+            "/etcdserverpb.Maintenance/Downgrade": grpclib.const.Handler(
+                self.__rpc_downgrade,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                DowngradeRequest,
+                DowngradeResponse,
             ),
         }
 
