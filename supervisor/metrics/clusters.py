@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 
 from actors.actions import Action
 from actors.cluster import ClusterContext
-from actors.model import ClusterRef, ClusterStatus, Phase
+from actors.model import ClusterRef, ClusterStatus
 from actors.observed import quorum
 from actors.ports import EventSink, StatusSink
 from supervisor.runtime import ChildSpec
@@ -105,12 +105,6 @@ class ClusterMetrics:
             (*CLUSTER, "operation", "result"),
             registry=registry,
         )
-        self.events = Counter(
-            f"{PREFIX}_events",
-            "Events recorded (the audit trail)",
-            (*CLUSTER, "reason", "type"),
-            registry=registry,
-        )
         self.heal = Histogram(
             f"{PREFIX}_member_heal_duration_seconds",
             "From a member seen unhealthy to healthy again",
@@ -127,18 +121,16 @@ class ClusterMetrics:
         await self._status.publish(cluster, status)
 
     async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
-        labels = _labels(cluster)
-        self.events.labels(*labels, reason, "Warning" if warning else "Normal").inc()
         operation = operation_of(reason)
         if operation is not None:
-            self.operations.labels(*labels, *operation).inc()
+            self.operations.labels(*_labels(cluster), *operation).inc()
         await self._events.record(cluster, reason=reason, message=message, warning=warning)
 
     def forget(self, cluster: ClusterRef) -> None:
         """The cluster is gone: its series go too (labels stay bounded by the clusters that exist)."""
         self.statuses.pop(cluster, None)
         self._memory.pop(cluster, None)
-        for metric in (self.leader_changes, self.operations, self.events, self.heal):
+        for metric in (self.leader_changes, self.operations, self.heal):
             for labels in list(metric._metrics):  # prometheus-client has no remove-by-prefix
                 if labels[:2] == _labels(cluster):
                     metric.remove(*labels)
@@ -206,15 +198,16 @@ class _ClusterCollector(Collector):
             f"{PREFIX}_cluster_ready_members", "Members ready (status.readyReplicas)", labels=CLUSTER
         )
         phase = GaugeMetricFamily(
-            f"{PREFIX}_cluster_phase", "1 for the cluster's phase", labels=(*CLUSTER, "phase")
+            f"{PREFIX}_cluster_phase", "1, labelled with the cluster's phase", labels=(*CLUSTER, "phase")
         )
         healthy = GaugeMetricFamily(f"{PREFIX}_member_healthy", "1 when the member answers", labels=MEMBER)
         backups = _BackupFamilies()
         for ref, status in sorted(self._metrics.statuses.items()):
             labels = _labels(ref)
             ready.add_metric(labels, status.ready_replicas)
-            for p in Phase:
-                phase.add_metric((*labels, p.value), 1.0 if status.phase is p else 0.0)
+            # Only the phase it is in: a series per possible phase would multiply a big fleet's
+            # scrape for zeros (the previous phase's series goes stale in Prometheus).
+            phase.add_metric((*labels, status.phase.value), 1.0)
             for m in status.members:
                 healthy.add_metric((*labels, m.name), 1.0 if m.healthy else 0.0)
             if status.backup is not None:
