@@ -4,8 +4,9 @@ restore` with a new cluster identity, start the seed, compare its HashKV with th
 then grow by learners) against the floor: `etcdutl snapshot restore` of the same file plus
 starting one etcd on it, until it answers `endpoint health`.
 
-Reported, per run and as medians: the seed healthy (its first probe answered), the restore step
-done (hash compared: the RestoredFromBackup Event), and all three members healthy; ratios are
+Reported, per run and as medians: the seed healthy (it answers `endpoint health`, as the floor
+is timed), the restore step done (its HashKV compared: the RestoredFromBackup Event), and all
+three members healthy; ratios are
 ours ÷ the floor (target <= 1.2 for the seed); what the learners add is all-three minus the
 restore step. The backup itself is taken by the backup job with verification on, so its
 metadata carries the HashKV the restore compares; that verification's cost is reported too.
@@ -37,6 +38,7 @@ from actors.model import (  # noqa: E402
     ClusterResource,
     ClusterSpec,
     LocalStore,
+    ProcessState,
     RestoreSpec,
     StoreSpec,
 )
@@ -47,6 +49,7 @@ from supervisor.aio import open_asyncio_loop  # noqa: E402
 from supervisor.etcd.admin import EtcdAdminAdapter  # noqa: E402
 from supervisor.local.backups import local_store_opener  # noqa: E402
 from supervisor.local.embedded import is_healthy, open_local_supervisor  # noqa: E402
+from supervisor.local.runtime import LocalRuntime  # noqa: E402
 from supervisor.local.scratch import ScratchVerifier  # noqa: E402
 from supervisor.stores import open_store  # noqa: E402
 
@@ -105,6 +108,20 @@ def floor(snapshot: Path, workdir: Path) -> float:
         shutil.rmtree(data, ignore_errors=True)
 
 
+async def seed_answers(runtime: LocalRuntime, ref: ClusterRef) -> None:
+    """Until a member of `ref` answers `endpoint health`: the seed serves (the floor's test)."""
+    while True:
+        for member in await runtime.list_members(ref):
+            if member.state is ProcessState.RUNNING:
+                probe = [str(BIN / "etcdctl"), f"--endpoints={member.urls.client_url}", "endpoint", "health"]
+                done = await trio.run_process(
+                    [*probe, "--command-timeout=1s"], capture_stdout=True, check=False
+                )
+                if done.returncode == 0:
+                    return
+        await trio.sleep(0.02)
+
+
 def ours(work: Path, store: StoreSpec, key: str, run: int) -> dict[str, float]:
     """A new 3-member cluster restored from the backup by the supervisor: seconds to each mark."""
     ref = ClusterRef("bench", f"restored-{run}")
@@ -117,7 +134,7 @@ def ours(work: Path, store: StoreSpec, key: str, run: int) -> dict[str, float]:
             started = time.perf_counter()
             await sup.fleet.apply([ClusterResource(ref, spec)])
             with trio.fail_after(1800):
-                await sup.wait_for(ref, lambda s: s.ready_replicas >= 1)
+                await seed_answers(sup.runtime, ref)
                 marks["seed_healthy"] = time.perf_counter() - started
                 await sup.wait_for(ref, lambda s: "RestoredFromBackup" in sup.recorder.reasons(ref))
                 marks["restore_step_done"] = time.perf_counter() - started

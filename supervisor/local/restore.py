@@ -26,6 +26,7 @@ from supervisor.etcd.errors import EtcdError
 from supervisor.local.point_in_time import plan_point_in_time, replay
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier, find_etcdutl
+from supervisor.stores.local import write_hashing
 
 
 class LocalRestorer:
@@ -122,12 +123,15 @@ class LocalRestorer:
 
 
 async def _fetch(store: ObjectStore, key: str, target: Path) -> tuple[int, str]:
+    """The object into `target`: its size and sha256 (hashed and written side by side)."""
     digest, size = hashlib.sha256(), 0
-    async with await trio.open_file(target, "wb") as out:
+    out = await trio.to_thread.run_sync(target.open, "wb")
+    try:
         async for chunk in store.get_stream(key):
-            digest.update(chunk)
+            await write_hashing(out, digest, chunk)
             size += len(chunk)
-            await out.write(chunk)
+    finally:
+        await trio.to_thread.run_sync(out.close)
     return size, digest.hexdigest()
 
 

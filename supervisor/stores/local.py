@@ -81,7 +81,7 @@ class LocalDirectoryStore:
         size = 0
         try:
             async for chunk in chunks:
-                await _write_hashing(file, digest, chunk)
+                await write_hashing(file, digest, chunk)
                 size += len(chunk)
             await trio.to_thread.run_sync(_commit, file, partial, target)
         except BaseException:
@@ -102,7 +102,7 @@ class LocalDirectoryStore:
         return StoreError(what)
 
 
-async def _write_hashing(file: IO[bytes], digest: hashlib._Hash, chunk: bytes) -> None:
+async def write_hashing(file: IO[bytes], digest: hashlib._Hash, chunk: bytes) -> None:
     """Write and hash side by side (both release the GIL), so sha256 is not the bound."""
     try:
         async with trio.open_nursery() as nursery:
