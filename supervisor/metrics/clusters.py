@@ -15,6 +15,7 @@ its `event_reason` and `failure_reason` are read from the class).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -42,6 +43,9 @@ EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
     "BackupDeleted": ("backup_retention", "succeeded"),
 }
 
+# DefragMember's Event says what it reclaimed ("... 1234 bytes reclaimed (...)").
+RECLAIMED = re.compile(r"(-?\d+) bytes reclaimed")
+
 # From a member seen unhealthy to healthy again: seconds to minutes.
 HEAL_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 
@@ -61,7 +65,8 @@ def operation_of(reason: str) -> tuple[str, str] | None:
         return known
     for cls in _actions():
         name = cls.__name__
-        if getattr(cls, "event_reason", None) == reason:
+        # The class that names the reason, not a subclass inheriting it (MoveLeaderToDefrag).
+        if cls.__dict__.get("event_reason") == reason:
             return name, "succeeded"
         if reason == f"{name}Failed":
             return name, "failed"
@@ -105,6 +110,12 @@ class ClusterMetrics:
             (*CLUSTER, "operation", "result"),
             registry=registry,
         )
+        self.reclaimed = Counter(
+            f"{PREFIX}_defrag_reclaimed_bytes",
+            "Database bytes defragmentation gave back",
+            CLUSTER,
+            registry=registry,
+        )
         self.heal = Histogram(
             f"{PREFIX}_member_heal_duration_seconds",
             "From a member seen unhealthy to healthy again",
@@ -124,13 +135,16 @@ class ClusterMetrics:
         operation = operation_of(reason)
         if operation is not None:
             self.operations.labels(*_labels(cluster), *operation).inc()
+        reclaimed = RECLAIMED.search(message) if reason == "MemberDefragmented" else None
+        if reclaimed is not None:
+            self.reclaimed.labels(*_labels(cluster)).inc(max(int(reclaimed.group(1)), 0))
         await self._events.record(cluster, reason=reason, message=message, warning=warning)
 
     def forget(self, cluster: ClusterRef) -> None:
         """The cluster is gone: its series go too (labels stay bounded by the clusters that exist)."""
         self.statuses.pop(cluster, None)
         self._memory.pop(cluster, None)
-        for metric in (self.leader_changes, self.operations, self.heal):
+        for metric in (self.leader_changes, self.operations, self.reclaimed, self.heal):
             for labels in list(metric._metrics):  # prometheus-client has no remove-by-prefix
                 if labels[:2] == _labels(cluster):
                     metric.remove(*labels)

@@ -119,6 +119,7 @@ def running_prometheus(
         url = until(
             lambda: _listening_url(workdir / "prometheus.log"), within=30, what="prometheus listening"
         )
+        until(lambda: _ready(url), within=30, what="prometheus ready (/-/ready)")
         yield Prometheus(url)
     finally:
         process.terminate()

@@ -36,6 +36,9 @@ def test_event_reasons_name_operations_and_results() -> None:
     assert operation_of("AddLearnerFailed") == ("AddLearner", "failed")
     assert operation_of("BackupFailed") == ("backup", "failed")
     assert operation_of("PhaseRunning") is None
+    assert operation_of("LeaderMoved") == ("MoveLeader", "succeeded")  # not MoveLeaderToDefrag
+    assert operation_of("MemberDefragmented") == ("DefragMember", "succeeded")
+    assert operation_of("NospaceAlarmDisarmed") == ("DisarmNospace", "succeeded")
 
 
 async def test_statuses_and_events_become_series_and_pass_through() -> None:
@@ -63,11 +66,14 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
 
     await metrics.record(REF, reason="MemberRestarted", message="restarted demo-0")
     await metrics.record(REF, reason="RestartMemberFailed", message="no", warning=True)
+    note = "defragmented demo-1 (fragmented): 4194304 bytes reclaimed (6.0 MiB -> 2.0 MiB) in 0.10s"
+    await metrics.record(REF, reason="MemberDefragmented", message=note)
+    assert get("etcd_supervisor_defrag_reclaimed_bytes_total", LABELS) == 4194304
     ok = {**LABELS, "operation": "RestartMember", "result": "succeeded"}
     assert get("etcd_supervisor_operations_total", ok) == 1
     assert get("etcd_supervisor_operations_total", {**ok, "result": "failed"}) == 1
     # Everything reached the real sinks.
-    assert len(inner.statuses) == 4 and inner.events == ["MemberRestarted", "RestartMemberFailed"]
+    assert len(inner.statuses) == 4 and inner.events == ["MemberRestarted", "RestartMemberFailed", "MemberDefragmented"]
 
     metrics.forget(REF)  # a cluster torn down takes its series with it
     assert get("etcd_supervisor_leader_changes_total", LABELS) is None
