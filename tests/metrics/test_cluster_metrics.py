@@ -73,7 +73,11 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
     assert get("etcd_supervisor_operations_total", ok) == 1
     assert get("etcd_supervisor_operations_total", {**ok, "result": "failed"}) == 1
     # Everything reached the real sinks.
-    assert len(inner.statuses) == 4 and inner.events == ["MemberRestarted", "RestartMemberFailed", "MemberDefragmented"]
+    assert len(inner.statuses) == 4 and inner.events == [
+        "MemberRestarted",
+        "RestartMemberFailed",
+        "MemberDefragmented",
+    ]
 
     metrics.forget(REF)  # a cluster torn down takes its series with it
     assert get("etcd_supervisor_leader_changes_total", LABELS) is None
