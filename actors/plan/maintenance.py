@@ -3,7 +3,8 @@
 The defrag actor starts ordinary rounds; a NOSPACE alarm starts a recovery here: compact the
 history (keeping autoCompaction's revision retention on a first try), defragment every member,
 and disarm once the largest database leaves room under the quota. If it does not even after
-compacting everything, say so once and stop: raising the quota is the user's fix.
+compacting everything, say so once and stop: raising the quota is the user's fix (the members
+are restarted with it one at a time, then the alarm is disarmed).
 
 The order within a round: followers first, then leadership moves and the old leader goes last,
 so the cluster always has a leader that is not blocked. Nothing while a member is unhealthy or
@@ -53,6 +54,10 @@ def _recover(spec: ClusterSpec, observed: Observed, round_: DefragRound) -> Step
         )
     if not round_.done:
         return _defrag_next(spec, observed, round_)
+    if observed.outdated():
+        # A new configuration (a raised quota) rolls out first, by the planner after this one:
+        # disarming before the members run with it would only have the next write raise it again.
+        return None
     if fits:
         return DisarmNospace(round_.largest_after(), quota)
     if not round_.compacted_fully:

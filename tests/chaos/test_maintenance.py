@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import attrs
 import trio
 
 from actors.maintenance.actor import defrag_child
-from actors.model import ClusterResource, ClusterStatus, DefragSpec, MaintenanceSpec
+from actors.model import (
+    AutoCompactionSpec,
+    ClusterResource,
+    ClusterStatus,
+    CompactionMode,
+    DefragSpec,
+    MaintenanceSpec,
+)
 from supervisor.etcd import EtcdError
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import NoSpace
-from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import FAILED, UNKNOWN, KvWorkload
 
 MiB = 2**20
@@ -107,13 +115,13 @@ def _paired(status: ClusterStatus, before: ClusterStatus):
 
 
 async def fill_until_nospace(
-    client: EtcdClient, *, distinct: bool, value: bytes
+    client: EtcdClient, *, value: bytes
 ) -> tuple[dict[bytes, bytes], tuple[bytes, bytes]]:
     """Write until the NOSPACE alarm refuses a put: what was acknowledged, key by key, and the
     refused put (etcd applies the put that crosses the quota, then answers NOSPACE)."""
     written: dict[bytes, bytes] = {}
     for n in range(100_000):
-        key = f"/fill/{n if distinct else n % 8}".encode()
+        key = f"/fill/{n % 8}".encode()  # 8 keys written over and over: history, little live data
         try:
             await client.put(key, value + str(n).encode())
         except NoSpace:
@@ -130,9 +138,7 @@ async def test_nospace_recovers_by_itself_and_keeps_every_key(tmp_path):
         status = await sup.wait_healthy(demo.ref, 3)
         urls = [m.client_url for m in status.members]
         async with open_etcd_client(urls, call_timeout=10.0) as client:
-            written, (refused_key, refused) = await fill_until_nospace(
-                client, distinct=False, value=b"v" * 100 * 1024
-            )
+            written, (refused_key, refused) = await fill_until_nospace(client, value=b"v" * 100 * 1024)
             alarmed_at = trio.current_time()
             await sup.wait_for(
                 demo.ref, lambda s: condition(s, "SpaceAvailable").status == "False", timeout=30
@@ -164,18 +170,64 @@ async def keep_writing(client: EtcdClient, value: bytes) -> None:
             await trio.sleep(0.1)
 
 
-async def test_live_data_over_the_quota_is_reported_and_recovery_stops(tmp_path):
+def rolled_since(events: list, start: int) -> list[tuple[str, str]]:
+    """(reason, member or target) of the rolling restart's steps recorded from events[start:]."""
+    out = []
+    for _, reason, message in events[start:]:
+        if reason in ("MemberRolled", "LeaderMoved"):
+            words = message.split()
+            out.append((reason, words[2] if reason == "MemberRolled" else words[3].rstrip(":")))
+    return out
+
+
+def flags_of(pid: int) -> set[str]:
+    return set(Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0"))
+
+
+async def test_maintenance_flags_roll_members_and_a_raised_quota_ends_a_nospace_the_live_data_caused(
+    tmp_path,
+):
     async with open_local_supervisor(tmp_path, children=children) as sup:
-        demo = with_maintenance(resource(size=1), MaintenanceSpec(quota_backend_bytes="16Mi"), 1)
+        demo = resource(size=3)
         await sup.fleet.apply([demo])
-        status = await sup.wait_healthy(demo.ref, 1)
-        async with (
-            open_etcd_client([status.members[0].client_url], call_timeout=10.0) as client,
-            trio.open_nursery() as nursery,
-        ):
-            # Recoveries free room while there is history to free; the live data grows until
-            # it no longer fits.
-            nursery.start_soon(keep_writing, client, b"v" * 100 * 1024)
+        status = await sup.wait_healthy(demo.ref, 3)
+
+        # 1. Compaction and a quota set on a running cluster: members restart with them one at a
+        # time, followers first, the leader last after leadership moved; a client workload
+        # through it stays linearizable.
+        workload = KvWorkload(endpoints=[m.client_url for m in status.members], max_operations=100_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            nursery.start_soon(follow_members, sup, demo.ref, workload)
+            await workload.wait_for_more(50)
+            leader = next(m.name for m in status.members if m.role.value == "leader")
+            start = len(sup.recorder.events)
+            compaction = AutoCompactionSpec(CompactionMode.REVISION, "1000")
+            tight = MaintenanceSpec(auto_compaction=compaction, quota_backend_bytes="16Mi")
+            await sup.fleet.apply([with_maintenance(demo, tight, 2)])
+            status = await sup.wait_for(
+                demo.ref,
+                lambda s: is_healthy(s, 3) and sup.recorder.reasons(demo.ref).count("MemberRolled") == 3,
+                timeout=120,
+            )
+            await workload.wait_for_more(50)
+            nursery.cancel_scope.cancel()
+        steps = rolled_since(sup.recorder.events, start)
+        rolled = [name for reason, name in steps if reason == "MemberRolled"]
+        assert sorted(rolled) == ["demo-0", "demo-1", "demo-2"] and rolled[-1] == leader, steps
+        assert steps[-2][0] == "LeaderMoved", steps
+        for m in await sup.runtime.list_members(demo.ref):
+            assert m.pid is not None
+            wanted = {f"--quota-backend-bytes={16 * MiB}", "--auto-compaction-mode=revision"}
+            assert wanted <= flags_of(m.pid), m.name
+        verdict = await workload.check(tmp_path / "history")
+        assert verdict.ok, verdict.report
+
+        # 2. Live data that outgrows the quota: recoveries free room while there is history to
+        # free; then it is reported once, and nothing more is tried.
+        urls = [m.client_url for m in status.members]
+        async with open_etcd_client(urls, call_timeout=10.0) as client, trio.open_nursery() as writers:
+            writers.start_soon(keep_writing, client, b"v" * 100 * 1024)
             stuck = await sup.wait_for(
                 demo.ref,
                 lambda s: condition(s, "SpaceAvailable").reason == "LiveDataExceedsQuota",
@@ -183,8 +235,23 @@ async def test_live_data_over_the_quota_is_reported_and_recovery_stops(tmp_path)
             )
             assert "quotaBackendBytes" in condition(stuck, "SpaceAvailable").message
             before = list(sup.recorder.reasons(demo.ref))
-            await trio.sleep(3)  # no loop: writes keep being refused, nothing more is tried
-            nursery.cancel_scope.cancel()
+            await trio.sleep(3)  # writes keep being refused meanwhile
+            writers.cancel_scope.cancel()
         after = sup.recorder.reasons(demo.ref)
         assert after == before, after[len(before) :]
         assert before.count("LiveDataExceedsQuota") == 1, before
+
+        # 3. Raising the quota is the fix: the members restart with it one at a time (the
+        # cluster available throughout), then the alarm is disarmed and writes are accepted.
+        start, published = len(sup.recorder.events), len(sup.recorder.history)
+        roomy = MaintenanceSpec(auto_compaction=compaction, quota_backend_bytes="64Mi")
+        await sup.fleet.apply([with_maintenance(demo, roomy, 3)])
+        await sup.wait_for(demo.ref, lambda s: condition(s, "SpaceAvailable").status == "True", timeout=120)
+        reasons = [reason for _, reason, _ in sup.recorder.events[start:]]
+        assert reasons.count("MemberRolled") == 3 and "NospaceAlarmDisarmed" in reasons, reasons
+        last_roll = max(i for i, r in enumerate(reasons) if r == "MemberRolled")
+        assert reasons.index("NospaceAlarmDisarmed") > last_roll, reasons
+        statuses = [s for ref, s in sup.recorder.history[published:] if ref == demo.ref]
+        assert all(condition(s, "Available").status == "True" for s in statuses)
+        async with open_etcd_client(urls, call_timeout=10.0) as client:
+            await client.put(b"/after", b"accepted")

@@ -17,7 +17,14 @@ from actors.maintenance.steps import (
     ReportSpaceExhausted,
 )
 from actors.maintenance.trigger import fragmented_members
-from actors.model import AutoCompactionSpec, ClusterSpec, CompactionMode, DefragSpec, MaintenanceSpec
+from actors.model import (
+    AutoCompactionSpec,
+    ClusterSpec,
+    CompactionMode,
+    DefragSpec,
+    MaintenanceSpec,
+    MemberConfig,
+)
 from actors.plan import plan
 from actors.plan.maintenance import maintain
 from tests.unit.facts import EXITED, cluster, em, hl, observed, rt
@@ -167,3 +174,18 @@ def test_fragmentation_needs_both_the_ratio_and_the_bytes():
     health["demo-2"] = attrs.evolve(health["demo-2"], db_size=100 * MiB, db_size_in_use=40 * MiB)  # 60 MiB
     assert fragmented_members(defrag, observed(runtime, members, health)) == {"demo-0"}
     assert fragmented_members(defrag, observed(runtime, members, {"demo-0": hl(0)})) == frozenset()
+
+
+def test_a_raised_quota_rolls_out_before_the_alarm_is_disarmed():
+    small = ClusterSpec(maintenance=MaintenanceSpec(quota_backend_bytes="16Mi"))
+    raised = ClusterSpec(maintenance=MaintenanceSpec(quota_backend_bytes="64Mi"))
+    board = MaintenanceBoard()
+    walk(small, board, size_after=15 * MiB)  # reported, and stopped
+    runtime, members, health = facts(alarms=("NOSPACE",))
+    on_old = [attrs.evolve(r, config="old") for r in runtime]
+    old = attrs.evolve(seen(board, on_old, members, health), desired=MemberConfig("new"))
+    assert maintain(raised, old) is None  # the rollout planner, after this one, restarts them
+    assert type(plan(raised, old)).__name__ in ("RollMember", "MoveLeader")
+    on_new = [attrs.evolve(r, config="new") for r in runtime]
+    rolled = attrs.evolve(seen(board, on_new, members, health), desired=MemberConfig("new"))
+    assert isinstance(maintain(raised, rolled), DisarmNospace)
