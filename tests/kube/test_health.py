@@ -30,6 +30,14 @@ async def http_get(port: int, path: str) -> tuple[int, str]:
     return int(head.split()[1]), body
 
 
+async def metrics_of(port: int) -> dict[str, float]:
+    """The samples of /metrics, keyed by name{labels} as the text format writes them."""
+    status, body = await http_get(port, "/metrics")
+    assert status == 200
+    samples = (line.rsplit(" ", 1) for line in body.splitlines() if line and not line.startswith("#"))
+    return {key: float(value) for key, value in samples}
+
+
 async def test_healthz_always_readyz_per_checks() -> None:
     readiness = Readiness()
     readiness.require("watches-synced")
@@ -121,4 +129,13 @@ async def test_operator_leader_and_standby_are_ready_and_only_the_leader_acts(
         assert not event.deleting
         await trio.sleep(1.0)
         assert seen["b"] == []
+        # /metrics of both: who leads, and the leader's watches (listed once each, none failed).
+        leader, standby = await metrics_of(port_a), await metrics_of(port_b)
+        assert (leader["etcd_supervisor_is_leader"], standby["etcd_supervisor_is_leader"]) == (1.0, 0.0)
+        assert leader["etcd_supervisor_leader_acquisitions_total"] == 1.0
+        for resource in ("etcdclusters", "pods", "persistentvolumeclaims"):
+            assert leader[f'etcd_supervisor_watch_lists_total{{resource="{resource}"}}'] >= 1.0
+            assert leader[f'etcd_supervisor_watch_synced{{resource="{resource}"}}'] == 1.0
+            assert leader[f'etcd_supervisor_watch_errors_total{{resource="{resource}"}}'] == 0.0
+        assert not any(name.startswith("etcd_supervisor_watch") for name in standby)
         nursery.cancel_scope.cancel()
