@@ -1,6 +1,9 @@
 """Restoring a new cluster from a backup (spec.restore) on real etcd: the seed starts on the
 backup's data with a new cluster ID, the cluster grows by learners, and every key is there; a
-missing backup leaves the cluster Failed with the reason and nothing half-built."""
+missing backup, or one whose restored data hash differently from its record, leaves the cluster
+Failed with the reason and nothing half-built."""
+
+import json
 
 import attrs
 
@@ -52,6 +55,20 @@ async def test_a_new_cluster_restored_from_a_backup_has_every_key_and_a_new_iden
         async with open_etcd_client([m.client_url for m in status.members]) as etcd:
             got = {kv.key: kv.value for kv in await etcd.range(b"key-", b"key.")}
             members = await etcd.member_list()
+
+        # The same snapshot, but its metadata records another HashKV: the restored seed's hash
+        # differs, so the restore fails with both hashes named and leaves no member behind.
+        meta_path = tmp_path / "backups" / f"{key}.json"
+        meta = json.loads(meta_path.read_text())
+        meta_path.write_text(json.dumps({**meta, "hashKV": meta["hashKV"] + 1}))
+        tampered = with_spec(resource("tampered", size=1), restore=RestoreSpec(store=store, key=key))
+        await sup.fleet.apply([source, restored, tampered])
+        failed = await sup.wait_for(tampered.ref, lambda s: s.phase.value == "Failed", timeout=60)
+        members_dir = tmp_path / "state" / "default" / "tampered" / "members"
+        leftovers = list(members_dir.iterdir()) if members_dir.exists() else []
+    assert "the restored data differ from backup" in failed.message, failed.message
+    assert f"the backup recorded {meta['hashKV'] + 1}" in failed.message, failed.message
+    assert leftovers == []
     assert got == written
     assert {m.id for m in members}.isdisjoint(source_ids)
     reasons = sup.recorder.reasons(restored.ref)
