@@ -48,6 +48,7 @@ RECLAIMED = re.compile(r"(-?\d+) bytes reclaimed")
 
 # From a member seen unhealthy to healthy again: seconds to minutes.
 HEAL_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+RECOVERY_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 
 
 def _actions() -> Iterator[type[Action]]:
@@ -84,6 +85,8 @@ class _Memory:
         self.leader: str | None = None
         self.seen_healthy: set[str] = set()
         self.down_since: dict[str, float] = {}
+        self.had_quorum = False  # a bootstrap is not a recovery either
+        self.quorum_lost_at: float | None = None
 
 
 class ClusterMetrics:
@@ -123,6 +126,13 @@ class ClusterMetrics:
             buckets=HEAL_BUCKETS,
             registry=registry,
         )
+        self.recovery = Histogram(
+            f"{PREFIX}_quorum_recovery_duration_seconds",
+            "From quorum lost (fewer healthy voters than quorum) to quorum held again",
+            CLUSTER,
+            buckets=RECOVERY_BUCKETS,
+            registry=registry,
+        )
         registry.register(_ClusterCollector(self))
 
     # --- the sinks -----------------------------------------------------------------------------
@@ -144,7 +154,7 @@ class ClusterMetrics:
         """The cluster is gone: its series go too (labels stay bounded by the clusters that exist)."""
         self.statuses.pop(cluster, None)
         self._memory.pop(cluster, None)
-        for metric in (self.leader_changes, self.operations, self.reclaimed, self.heal):
+        for metric in (self.leader_changes, self.operations, self.reclaimed, self.heal, self.recovery):
             for labels in list(metric._metrics):  # prometheus-client has no remove-by-prefix
                 if labels[:2] == _labels(cluster):
                     metric.remove(*labels)
@@ -158,6 +168,20 @@ class ClusterMetrics:
                 self.leader_changes.labels(*_labels(cluster)).inc()
             memory.leader = leader
         now = self._clock()
+        self._learn_quorum(cluster, status, memory, now)
+        self._learn_heals(cluster, status, memory, now)
+
+    def _learn_quorum(self, cluster: ClusterRef, status: ClusterStatus, memory: _Memory, now: float) -> None:
+        voters = [m for m in status.members if m.role != "learner"]
+        held = bool(voters) and sum(m.healthy for m in voters) >= quorum(len(voters))
+        if held:
+            if memory.quorum_lost_at is not None:
+                self.recovery.labels(*_labels(cluster)).observe(now - memory.quorum_lost_at)
+            memory.had_quorum, memory.quorum_lost_at = True, None
+        elif memory.had_quorum and memory.quorum_lost_at is None:
+            memory.quorum_lost_at = now
+
+    def _learn_heals(self, cluster: ClusterRef, status: ClusterStatus, memory: _Memory, now: float) -> None:
         names = {m.name for m in status.members}
         for m in status.members:
             if m.healthy:

@@ -64,6 +64,16 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
     assert get("etcd_supervisor_cluster_phase", {**LABELS, "phase": "Creating"}) is None
     assert get("etcd_supervisor_member_healthy", {**LABELS, "member": "demo-0"}) == 1
 
+    # Two members, one down: that was quorum lost too, for the same 7 s.
+    assert get("etcd_supervisor_quorum_recovery_duration_seconds_sum", LABELS) == 7.0
+    # Two of three down at t=1010 (quorum lost), one back at t=1040: 30 s without quorum.
+    now[0] = 1010.0
+    await metrics.publish(REF, status(("demo-0", F, False), ("demo-1", F, False), ("demo-2", L, True)))
+    now[0] = 1040.0
+    await metrics.publish(REF, status(("demo-0", F, True), ("demo-1", F, False), ("demo-2", L, True)))
+    assert get("etcd_supervisor_quorum_recovery_duration_seconds_sum", LABELS) == 37.0
+    assert get("etcd_supervisor_quorum_recovery_duration_seconds_count", LABELS) == 2
+
     await metrics.record(REF, reason="MemberRestarted", message="restarted demo-0")
     await metrics.record(REF, reason="RestartMemberFailed", message="no", warning=True)
     note = "defragmented demo-1 (fragmented): 4194304 bytes reclaimed (6.0 MiB -> 2.0 MiB) in 0.10s"
@@ -73,7 +83,7 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
     assert get("etcd_supervisor_operations_total", ok) == 1
     assert get("etcd_supervisor_operations_total", {**ok, "result": "failed"}) == 1
     # Everything reached the real sinks.
-    assert len(inner.statuses) == 4 and inner.events == [
+    assert len(inner.statuses) == 6 and inner.events == [
         "MemberRestarted",
         "RestartMemberFailed",
         "MemberDefragmented",

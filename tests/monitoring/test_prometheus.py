@@ -191,6 +191,11 @@ def test_prometheus_sees_series_move_and_fires_quorum_lost(tmp_path: Path) -> No
                 what="EtcdQuorumLost firing",
             )
             assert alerts[0]["labels"]["cluster"] == "demo" and alerts[0]["labels"]["severity"] == "critical"
+            # Thawed, quorum is back: the time without it is in the recovery histogram.
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+            frozen = []
+            metric(prom, f"etcd_supervisor_quorum_recovery_duration_seconds_count{DEMO}", 1)
         daemon.terminate()
         daemon.wait(30)
         check_logs(tmp_path / "daemon.log")
