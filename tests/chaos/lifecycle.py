@@ -90,3 +90,13 @@ async def follow_members(sup: LocalSupervisor, ref: ClusterRef, *clients: Any) -
             for client in clients:
                 client.endpoints[:] = urls
         await trio.sleep(0.3)
+
+
+def rolled_since(events: list, start: int) -> list[tuple[str, str]]:
+    """(reason, member or target) of a rolling restart's steps recorded from events[start:]."""
+    out = []
+    for _, reason, message in events[start:]:
+        if reason in ("MemberRolled", "LeaderMoved"):
+            words = message.split()
+            out.append((reason, words[2] if reason == "MemberRolled" else words[3].rstrip(":")))
+    return out

@@ -21,7 +21,7 @@ from actors.model import (
 from supervisor.etcd import EtcdError
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import NoSpace
-from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource
+from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource, rolled_since
 from tests.harness.history import FAILED, UNKNOWN, KvWorkload
 
 MiB = 2**20
@@ -168,16 +168,6 @@ async def keep_writing(client: EtcdClient, value: bytes) -> None:
             await client.put(f"/fill/{n}".encode(), value)
         except EtcdError:
             await trio.sleep(0.1)
-
-
-def rolled_since(events: list, start: int) -> list[tuple[str, str]]:
-    """(reason, member or target) of the rolling restart's steps recorded from events[start:]."""
-    out = []
-    for _, reason, message in events[start:]:
-        if reason in ("MemberRolled", "LeaderMoved"):
-            words = message.split()
-            out.append((reason, words[2] if reason == "MemberRolled" else words[3].rstrip(":")))
-    return out
 
 
 def flags_of(pid: int) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import trio
 
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
-from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor
+from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, rolled_since
 from tests.harness.etcd_versions import built_or_skip, pinned
 from tests.harness.history import KvWorkload
 
@@ -42,16 +42,6 @@ def on(version: str):
 
 def condition(status: ClusterStatus, kind: str):
     return next((c for c in status.conditions if c.type == kind), None)
-
-
-def rolled_since(events: list, start: int) -> list[tuple[str, str]]:
-    """(reason, member or target) of the rollout's steps recorded from events[start:]."""
-    out = []
-    for _, reason, message in events[start:]:
-        if reason in ("MemberRolled", "LeaderMoved"):
-            words = message.split()
-            out.append((reason, words[2] if reason == "MemberRolled" else words[3].rstrip(":")))
-    return out
 
 
 async def test_upgrades_3_4_to_3_6_a_refused_skip_a_failed_rollout_and_the_downgrade_to_3_5(tmp_path):

@@ -94,6 +94,12 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
             "store": {"s3": {"bucket": "etcd-backups", "prefix": "etcd/", "credentialsSecret": "s3-creds"}},
         },
         "restore": {"store": {"gcs": {"bucket": "old-backups"}}, "key": "etcd/default/x/b.db"},
+        "maintenance": {
+            "defrag": {"schedule": "0 3 * * *", "fragmentationRatio": 0.5, "minReclaim": "64Mi"},
+            "autoCompaction": {"mode": "revision", "retention": "10000"},
+            "quotaBackendBytes": "8Gi",
+        },
+        "disasterRecovery": {"mode": "Manual"},
     }
     server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("full", spec))
     assert get(server, kube_namespace, "full")["spec"] == spec
@@ -148,6 +154,21 @@ REJECTED = {
         {"backup": {"schedule": "0 0 */6 * * *", "store": {"local": {"path": "/b"}}}},
         "spec.backup.schedule",
         "should match",
+    ),
+    "quota-zero": (
+        {"maintenance": {"quotaBackendBytes": "0"}},
+        "spec.maintenance.quotaBackendBytes",
+        "positive",
+    ),
+    "ratio-over-one": (
+        {"maintenance": {"defrag": {"fragmentationRatio": 1.5}}},
+        "spec.maintenance.defrag.fragmentationRatio",
+        "less than or equal to 1",
+    ),
+    "compaction-revision-as-duration": (
+        {"maintenance": {"autoCompaction": {"mode": "revision", "retention": "1h"}}},
+        "spec.maintenance.autoCompaction",
+        "whole number of revisions",
     ),
     "restore-key-without-store": (
         {"restore": {"key": "a.db"}},

@@ -39,6 +39,8 @@ def running(ready: int, *, generation: int = 1) -> ClusterStatus:
                 client_url="https://s-0.s-peer.ns.svc:2379",
                 role=Role.LEADER,
                 healthy=True,
+                db_size=25_165_824,
+                db_size_in_use=1_048_576,
             ),
         ),
         conditions=(Condition(type="Available", status="True", reason="QuorumHealthy"),),
@@ -60,6 +62,10 @@ async def test_status_lands_in_the_subresource_in_crd_shape(
         assert status["observedGeneration"] == 1
         assert status["members"][0]["peerURL"] == "https://s-0.s-peer.ns.svc:2380"
         assert status["members"][0]["role"] == "leader"
+        assert (status["members"][0]["dbSize"], status["members"][0]["dbSizeInUse"]) == (
+            25_165_824,
+            1_048_576,
+        )
         assert status["message"] == "all members healthy"
         (cond,) = status["conditions"]
         assert (cond["type"], cond["status"], cond["reason"]) == ("Available", "True", "QuorumHealthy")
