@@ -253,7 +253,8 @@ def _last(outcome: BackupOutcome) -> LastBackup:
 
 def _describe(outcome: BackupOutcome) -> str:
     verified = "verified" if outcome.verified else f"not verified: {outcome.note or 'verify is off'}"
-    return f"{outcome.key}: {outcome.size} bytes at revision {outcome.revision}, {verified}"
+    took = outcome.completed - outcome.started
+    return f"{outcome.key}: {outcome.size} bytes at revision {outcome.revision}, {verified}, took {took:.2f}s"
 
 
 async def _verified(store: ObjectStore, key: str) -> bool:

@@ -46,6 +46,10 @@ EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
 # DefragMember's Event says what it reclaimed ("... 1234 bytes reclaimed (...)").
 RECLAIMED = re.compile(r"(-?\d+) bytes reclaimed")
 
+# A BackupSucceeded Event ends with how long it took (", took 1.23s").
+TOOK = re.compile(r"took (\d+(?:\.\d+)?)s$")
+BACKUP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+
 # From a member seen unhealthy to healthy again: seconds to minutes.
 HEAL_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 RECOVERY_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
@@ -119,6 +123,13 @@ class ClusterMetrics:
             CLUSTER,
             registry=registry,
         )
+        self.backup_duration = Histogram(
+            f"{PREFIX}_backup_duration_seconds",
+            "A successful backup, from its start to the snapshot stored (and verified)",
+            CLUSTER,
+            buckets=BACKUP_BUCKETS,
+            registry=registry,
+        )
         self.heal = Histogram(
             f"{PREFIX}_member_heal_duration_seconds",
             "From a member seen unhealthy to healthy again",
@@ -148,13 +159,23 @@ class ClusterMetrics:
         reclaimed = RECLAIMED.search(message) if reason == "MemberDefragmented" else None
         if reclaimed is not None:
             self.reclaimed.labels(*_labels(cluster)).inc(max(int(reclaimed.group(1)), 0))
+        took = TOOK.search(message) if reason == "BackupSucceeded" else None
+        if took is not None:
+            self.backup_duration.labels(*_labels(cluster)).observe(float(took.group(1)))
         await self._events.record(cluster, reason=reason, message=message, warning=warning)
 
     def forget(self, cluster: ClusterRef) -> None:
         """The cluster is gone: its series go too (labels stay bounded by the clusters that exist)."""
         self.statuses.pop(cluster, None)
         self._memory.pop(cluster, None)
-        for metric in (self.leader_changes, self.operations, self.reclaimed, self.heal, self.recovery):
+        for metric in (
+            self.leader_changes,
+            self.operations,
+            self.reclaimed,
+            self.backup_duration,
+            self.heal,
+            self.recovery,
+        ):
             for labels in list(metric._metrics):  # prometheus-client has no remove-by-prefix
                 if labels[:2] == _labels(cluster):
                     metric.remove(*labels)

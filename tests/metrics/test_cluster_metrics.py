@@ -79,6 +79,10 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
     note = "defragmented demo-1 (fragmented): 4194304 bytes reclaimed (6.0 MiB -> 2.0 MiB) in 0.10s"
     await metrics.record(REF, reason="MemberDefragmented", message=note)
     assert get("etcd_supervisor_defrag_reclaimed_bytes_total", LABELS) == 4194304
+    # What the backup actor writes (actors/backup/actor.py _describe) carries the duration.
+    taken = "default/demo/x.db: 20480 bytes at revision 9, verified, took 2.50s"
+    await metrics.record(REF, reason="BackupSucceeded", message=taken)
+    assert get("etcd_supervisor_backup_duration_seconds_sum", LABELS) == 2.5
     ok = {**LABELS, "operation": "RestartMember", "result": "succeeded"}
     assert get("etcd_supervisor_operations_total", ok) == 1
     assert get("etcd_supervisor_operations_total", {**ok, "result": "failed"}) == 1
@@ -87,6 +91,7 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
         "MemberRestarted",
         "RestartMemberFailed",
         "MemberDefragmented",
+        "BackupSucceeded",
     ]
 
     metrics.forget(REF)  # a cluster torn down takes its series with it
