@@ -91,6 +91,8 @@ class ServiceReports:
     def __init__(self) -> None:
         self.backup: BackupReport | None = None
         self.maintenance = MaintenanceBoard()  # the defrag round: started by the defrag actor or the plan
+        # The last revision the stored delta chunks reach, without a gap from a verified snapshot.
+        self.deltas_reach = 0
 
 
 class ObservedFeed:
@@ -346,6 +348,7 @@ class ClusterActor(Actor[ClusterMessage]):
             unreachable_for=self._times.unreachable_for(now),
             revision_seen=self._revision_seen,
             newest_verified_backup=self._newest_verified_backup(),
+            deltas_reach=self._reports.deltas_reach,
         )
 
     def _newest_verified_backup(self) -> LastBackup | None:

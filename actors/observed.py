@@ -52,6 +52,8 @@ class Observed:
     revision_seen: int = 0
     # The newest verified backup the backup actor reported (the last resort when all data is lost).
     newest_verified_backup: LastBackup | None = None
+    # The last revision the delta backups reach from a verified snapshot (0: none).
+    deltas_reach: int = 0
     # The configuration members of the spec in force should run with (None: not asked).
     desired: MemberConfig | None = None
 

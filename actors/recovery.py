@@ -96,8 +96,9 @@ class RecoverFromBackup(QuorumRecovery):
         return LastRecovery(RecoveryPath.BACKUP, self.source.key or "", self.revision, self.revision_seen, at)
 
     def describe(self) -> str:
+        deltas = " with its delta backups" if self.source.revision is not None else ""
         return (
-            f"every member's data was lost: rebuilt from backup {self.source.key} at revision"
+            f"every member's data was lost: rebuilt from backup {self.source.key}{deltas} at revision"
             f" {self.revision} as seed {self.name}; {self.loss_note()}"
         )
 

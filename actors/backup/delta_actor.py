@@ -75,9 +75,11 @@ class DeltaFollower:
                 await trio.sleep(RETRY.base_delay(min(failures - 1, 10)))
 
     def _base_known(self) -> bool:
+        # Only a verified snapshot's revision is exact: deltas start from one, so a restore can
+        # always find a verified snapshot from which the chunks run without a gap.
         report = self.context.reports.backup
         last = report.status.last_successful_backup if report else None
-        if last is not None:
+        if last is not None and last.verified:
             self.base = max(self.base, last.revision)
         return self.base > 0 and self.context.feed.latest is not None
 
@@ -122,6 +124,7 @@ class DeltaFollower:
         async with self._store(spec) as store:
             await store.put_bytes(key, encode_chunk(changes))
         self.chunks_written += 1
+        self.context.reports.deltas_reach = last  # for a recovery from backup (plan/recovery.py)
         log.info("delta backup %s: %d changes, revisions %d-%d", key, len(changes), first, last)
 
     async def _full_backup(self, spec: BackupSpec, why: str) -> None:
@@ -133,6 +136,8 @@ class DeltaFollower:
             outcome = await take_backup(
                 observed, self.context.ports.admin, store, verifier=verifier, clock=self.ports.clock
             )
+        if not outcome.verified:  # the deltas need an exact base (see _base_known)
+            raise BackupFailed(f"{outcome.key}: not verified ({outcome.note or 'verify is off'})")
         self.base = max(self.base, outcome.revision)
         await self._event(
             "BackupSucceeded", f"{outcome.key}: full backup for the deltas at revision {outcome.revision}"

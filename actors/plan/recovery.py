@@ -9,7 +9,8 @@ Once quorum cannot return, Automatic mode rebuilds:
 - from the surviving member whose data is most advanced (highest applied raft index, then
   store revision), started alone with etcd's --force-new-cluster on its own data; the others
   are then deleted as leftovers and the size planner grows the cluster back by learners;
-- or, when no member has data left, from the newest verified backup the backup actor reported.
+- or, when no member has data left, from the newest verified backup the backup actor reported,
+  plus the delta backups after it as far as they reach (spec.backup.deltaPeriod).
 Manual mode changes nothing; the quorum guard says what was lost and that a person must act.
 
 Pure: no trio, no asyncio, no I/O.
@@ -120,10 +121,12 @@ def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | N
     backup = observed.newest_verified_backup
     if backup is None or spec.backup is None or spec.backup.store is None:
         return None
+    # With delta backups, as far as they reach: the newest snapshot plus the changes after it.
+    revision = observed.deltas_reach if observed.deltas_reach > backup.revision else None
     return RecoverFromBackup(
         name=next_member_name(observed),
-        source=RestoreSpec(store=spec.backup.store, key=backup.key),
+        source=RestoreSpec(store=spec.backup.store, key=backup.key, revision=revision),
         stale=tuple(sorted(r.name for r in runtime)),
-        revision=backup.revision,
+        revision=revision or backup.revision,
         revision_seen=observed.revision_seen,
     )

@@ -5,7 +5,7 @@ Automatic rebuilds from the most advanced survivor (--force-new-cluster), then g
 learners. Every write acknowledged at or below the revision the survivor had is kept; the
 status and the Event say that revision and the last one the supervisor saw. A frozen majority
 (SIGSTOP) is not a loss: nothing is rebuilt, and the cluster returns when it resumes. With no
-member's data left, Automatic rebuilds from the newest verified backup.
+member's data left, Automatic rebuilds from the newest verified backup and its deltas.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 import trio
 
+from actors.backup.deltas import deltas_prefix, parse_chunk_key
 from actors.model import (
     BackupSpec,
     ClusterRef,
@@ -35,7 +38,7 @@ from actors.model import (
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdError
 from supervisor.local.backups import local_backups, local_store_opener
-from tests.backup.clock import fast_clock
+from supervisor.local.deltas import local_deltas
 from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
 from tests.harness.procs import etcd_pids_under
@@ -190,16 +193,22 @@ async def test_automatic_rebuilds_five_members_from_the_most_advanced_of_two_sur
     assert etcd_pids_under(tmp_path) == []
 
 
-async def test_automatic_rebuilds_from_the_newest_verified_backup_when_every_member_lost_its_data(tmp_path):
+async def test_automatic_rebuilds_from_the_newest_verified_backup_and_its_deltas_when_all_data_is_lost(
+    tmp_path,
+):
     store = StoreSpec(local=LocalStore(str(tmp_path / "backups")))
     demo = with_mode(resource(size=3), RecoveryMode.AUTOMATIC)
-    demo = attrs.evolve(
-        demo, spec=attrs.evolve(demo.spec, backup=BackupSpec(schedule="* * * * *", store=store))
-    )
+    # One full backup at once, the next a minute later: the writes after the first are in the
+    # deltas only when every member is lost.
+    backup_spec = BackupSpec(schedule="*/30 * * * *", store=store, delta_period="1s")
+    demo = attrs.evolve(demo, spec=attrs.evolve(demo.spec, backup=backup_spec))
 
     def children(runtime):
-        scratch = tmp_path / "scratch"
-        return [local_backups(runtime, manifest_dir=tmp_path, scratch_dir=scratch, clock=fast_clock())]
+        scratch, clock = tmp_path / "scratch", half_hourly_clock()
+        return [
+            local_backups(runtime, manifest_dir=tmp_path, scratch_dir=scratch, clock=clock, wake_every=0.5),
+            local_deltas(runtime, manifest_dir=tmp_path, scratch_dir=scratch, clock=clock),
+        ]
 
     stores = local_store_opener(tmp_path, {})
     async with open_local_supervisor(tmp_path / "state", children=children, stores=stores) as sup:
@@ -208,30 +217,42 @@ async def test_automatic_rebuilds_from_the_newest_verified_backup_when_every_mem
         writer = RevisionWriter([m.client_url for m in status.members])
         async with trio.open_nursery() as nursery:
             nursery.start_soon(writer.run)
-            await writer.wait_for_more(50)
-            status = await sup.wait_for(
-                demo.ref, lambda s: verified_revision(s) > writer.acked[49][2], timeout=60
-            )
+            status = await sup.wait_for(demo.ref, lambda s: verified_revision(s) > 0, timeout=60)
             backup = status.backup.last_successful_backup
-            await writer.wait_for_more(20)  # written after the backup: lost with every member's data
+            await writer.wait_for_more(100)  # after the snapshot: only the deltas hold these
             nursery.cancel_scope.cancel()
+        reached = writer.acked[-1][2]
+        with trio.fail_after(30):
+            while deltas_reach(tmp_path / "backups", demo.ref) < reached:
+                await trio.sleep(0.1)
         lost = lose(sup, demo.ref, list(sup.recorder.statuses[demo.ref].members))
         status = await sup.wait_for(
             demo.ref, lambda s: is_healthy(s, 3) and not set(lost) & {m.id for m in s.members}, timeout=120
         )
         rec = status.last_recovery
-        assert rec is not None and (rec.path, rec.source, rec.revision) == (
-            RecoveryPath.BACKUP,
-            backup.key,
-            backup.revision,
-        )
-        assert rec.last_observed_revision > rec.revision  # the writes after the backup, reported as lost
+        assert rec is not None and rec.path is RecoveryPath.BACKUP and rec.source.startswith("default/demo/")
+        assert rec.revision >= reached > backup.revision and rec.last_observed_revision >= rec.revision
         (event,) = recovered(sup, demo.ref)
-        assert f"from backup {backup.key} at revision {backup.revision}" in event
-        kept = [w for w in writer.acked if w[2] <= backup.revision]
+        assert f"with its delta backups at revision {rec.revision}" in event
         writer.endpoints[:] = [m.client_url for m in status.members]
-        assert len(kept) >= 50 and await writer.missing(kept) == []
+        assert len(writer.acked) >= 100 and await writer.missing(writer.acked) == []
+        async with open_etcd_client(writer.endpoints) as etcd:
+            assert await etcd.current_revision() == rec.revision  # the original's revisions, kept
     assert etcd_pids_under(tmp_path) == []
+
+
+def half_hourly_clock() -> Callable[[], float]:
+    """Cron half-hours every minute, the first slot three seconds from now."""
+    start, speed = time.time(), 30.0
+    slot = (int(start // 1800) + 2) * 1800
+    return lambda: slot - 3 * speed + (time.time() - start) * speed
+
+
+def deltas_reach(directory: Path, ref: ClusterRef) -> int:
+    refs = [
+        parse_chunk_key(str(p.relative_to(directory))) for p in (directory / deltas_prefix(ref)).glob("*")
+    ]
+    return max((r.last for r in refs if r is not None), default=0)
 
 
 def verified_revision(status: ClusterStatus) -> int:

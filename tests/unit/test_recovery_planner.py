@@ -106,6 +106,12 @@ def test_all_data_lost_recovers_from_the_newest_verified_backup():
         "demo-3", "demo/backup-1", STORE, ("demo-0", "demo-1", "demo-2"),
     )  # fmt: skip
     assert "revision 77" in step.describe() and "up to 3 revisions" in step.describe()
+    # Delta backups reaching past the snapshot: restored up to where they reach.
+    step = plan(spec, attrs.evolve(seen, deltas_reach=79))
+    assert isinstance(step, RecoverFromBackup) and (step.source.revision, step.revision) == (79, 79)
+    assert (
+        "with its delta backups at revision 79" in step.describe() and "up to 1 revisions" in step.describe()
+    )
     # No verified backup, or Manual mode: the bootstrap planner's wait stands.
     for spec_, seen_ in ((spec, attrs.evolve(seen, newest_verified_backup=None)), (MANUAL, seen)):
         waiting = plan(spec_, seen_)
