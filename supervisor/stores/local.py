@@ -36,6 +36,18 @@ class LocalDirectoryStore:
     def describe(self) -> str:
         return f"local directory {self._root}"
 
+    def file_of(self, key: str) -> Path:
+        """The object's own file, for a reader that needs a path (etcdutl restores from one)
+        and would otherwise copy it first. Readers must not change it. StoreNotFound if none."""
+        path = self._root / check_key(key)
+        try:
+            _inside(self._root, path)
+            if not path.is_file():
+                raise FileNotFoundError(errno.ENOENT, "no such object", str(path))
+        except OSError as exc:
+            raise self._error("get", key, exc) from exc
+        return path
+
     async def put_stream(self, key: str, chunks: AsyncIterable[bytes]) -> StoredObject:
         target = self._root / check_key(key)
         try:
