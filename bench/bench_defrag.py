@@ -11,7 +11,10 @@
    BENCH_RUNS runs).
 
 Prints the figures and writes bench/results/defrag.json. The machine is shared: read the
-ratio, not the milliseconds.
+ratio, not the milliseconds. Two things weigh on p99 that a deployment spreads out: a request
+that reaches the member under defrag waits for the whole of it (etcd serves nothing there
+meanwhile), and here the three members share one disk, so a defrag's writes slow the other
+members' fsyncs too.
 """
 
 from __future__ import annotations
