@@ -16,6 +16,7 @@ once the previous one serves), so it pays it three times. Its own share per step
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import time
@@ -39,7 +40,9 @@ from tests.e2e.formation import (
     tls_files,
     wait_for,
 )
-from tests.harness import images
+from tests.e2e.watch import KubectlWatch
+from tests.harness import etcd_versions, images
+from tests.harness.components import missing
 from tests.harness.node import ROOT
 
 # --- the reference: three static etcd pods ------------------------------------------------------
@@ -321,3 +324,84 @@ def test_a_member_whose_volume_is_deleted_is_replaced_by_a_new_member(
         "exec", *ns, newcomer, "--", "etcdctl", *local, "get", "--consistency=s", "--print-value-only", "kept"
     )
     assert got.stdout.strip() == "yes"
+
+
+# One line per pod event: name, image, phase, and whether it is being deleted.
+IMAGE_LINE = (
+    "{.metadata.name} {.spec.containers[0].image} {.status.phase} {.metadata.deletionTimestamp}{'\\n'}"
+)
+
+
+def test_a_new_version_replaces_member_pods_one_at_a_time_followers_first(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+) -> None:
+    """spec.version 3.5 -> 3.6: each member's pod is recreated on its claim with the new image,
+    the next only once the previous one runs, the leader last (after leadership moved)."""
+    if e2e_cluster.node is None:
+        pytest.skip("other etcd versions are imported on the built-in node only")
+    versions = []
+    for minor in ("3.5", "3.6"):
+        found = etcd_versions.find_built(etcd_versions.pinned(minor))
+        if isinstance(found, str):
+            missing(found)
+        archive, version = images.etcd_archive(ROOT / "images", found.etcd.parent)
+        e2e_cluster.node.import_image(archive)
+        versions.append(version)
+    old, new = versions
+    _, seen = form_cluster(e2e_cluster, e2e_namespace, "up", tls=False, version=old)
+    assert_no_member_failed(seen)
+    ns = ["-n", e2e_namespace]
+
+    def status() -> dict[str, Any]:
+        return dict(e2e_cluster.get_json("etcdcluster", "up", namespace=e2e_namespace).get("status") or {})
+
+    wait_for("members report their version", lambda: all(x.get("version") for x in status()["members"]), 30)
+    leader = next(x["name"] for x in status()["members"] if x["role"] == "leader")
+    selector = f"{m.LABEL_INSTANCE}=up,{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
+    with KubectlWatch(e2e_cluster.kubeconfig, ["pods", *ns, "-l", selector], IMAGE_LINE) as watch:
+        start = time.monotonic()
+        e2e_cluster.kubectl(
+            "patch", *ns, "etcdcluster/up", "--type=merge", "-p", json.dumps({"spec": {"version": new}})
+        )
+
+        def upgraded() -> bool:
+            s = status()
+            members = s.get("members") or []
+            return (
+                s.get("phase") == "Running"
+                and s.get("readyReplicas") == 3
+                and len(members) == 3
+                and all(x.get("version") == new and x.get("healthy") for x in members)
+            )
+
+        wait_for(f"every member on {new}", upgraded, 300, poll=0.5)
+        print(f"\nrolling upgrade {old} -> {new} on real pods: {time.monotonic() - start:.2f}s")
+        assert status()["version"] == new.rsplit(".", 1)[0] + ".0"
+        lines = [line.split() for line in watch.drain()]
+    new_image = f"{images.ETCD_REPOSITORY}:v{new}"
+    # The order in which members' pods first ran the new image, and what ran meanwhile.
+    order: list[str] = []
+    for name, image, *rest in lines:
+        if image == new_image and rest[:1] == ["Running"] and name not in order:
+            order.append(name)
+    assert sorted(order) == ["up-0", "up-1", "up-2"] and order[-1] == leader, order
+    # One at a time: no member's old pod is deleted before the previous member runs the new image.
+    for before, after in itertools.pairwise(order):
+        ran = next(
+            i
+            for i, (n, img, *r) in enumerate(lines)
+            if n == before and img == new_image and r[:1] == ["Running"]
+        )
+        deleted = next(
+            i for i, (n, img, *r) in enumerate(lines) if n == after and img != new_image and len(r) > 1
+        )
+        assert ran < deleted, f"{after} went down before {before} ran {new}: {lines}"
+    reasons = [
+        (e["reason"], e["message"])
+        for e in sorted(
+            e2e_cluster.get_json("events", namespace=e2e_namespace)["items"],
+            key=lambda e: e["metadata"]["creationTimestamp"],
+        )
+        if e["involvedObject"]["kind"] == "EtcdCluster"
+    ]
+    assert any(r == "LeaderMoved" for r, _ in reasons), reasons
