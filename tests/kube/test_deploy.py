@@ -346,6 +346,7 @@ def test_chart_defaults_match_the_base_deployment() -> None:
     for key in ("command", "args", "ports", "livenessProbe", "readinessProbe", "volumeMounts"):
         assert chart_c[key] == c[key], key
     assert [e["name"] for e in chart_c["env"]] == [e["name"] for e in c["env"]]
+
     # The same volumes of the same kinds (the chart's ConfigMap is named after the release).
     def shape(volumes: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         return [(v["name"], sorted(k for k in v if k != "name")) for v in volumes]
@@ -403,7 +404,13 @@ def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
         "Service",
         "PodDisruptionBudget",
     } <= kinds
-    assert find(objs, "ConfigMap")["data"]["CLUSTER_DOMAIN"] == "corp.internal"
+    settings, dashboard = sorted(
+        (o for o in objs if o["kind"] == "ConfigMap"), key=lambda o: o["metadata"]["name"]
+    )
+    assert settings["data"]["CLUSTER_DOMAIN"] == "corp.internal"
+    # The Grafana dashboard, for Grafana's sidecar (README "Monitoring"), created for real too.
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["etcd-supervisor.json"])["uid"] == "etcd-supervisor"
     base = base_objects()
     for kind in ("ClusterRole", "Role"):
         assert find(objs, kind)["rules"] == find(base, kind)["rules"], kind
