@@ -195,6 +195,14 @@ class StartMember(Action):
         return self.reason
 
 
+async def restart_on_its_data(ctx: ActionContext, name: str, initial: tuple[tuple[str, str], ...]) -> None:
+    """Stop a member's process and start it again on its data, with the spec in force."""
+    cluster = ctx.observed.cluster
+    urls = ctx.observed.runtime_by_name()[name].urls
+    await ctx.runtime.stop_member(cluster, name)
+    await ctx.runtime.start_member(MemberLaunch(cluster, name, urls, initial, "existing", ctx.spec))
+
+
 @frozen
 class RestartMember(Action):
     """Kill a member whose process runs but does not answer, and start it again from its data."""
@@ -205,11 +213,7 @@ class RestartMember(Action):
     event_reason: ClassVar[str] = "MemberRestarted"
 
     async def execute(self, ctx: ActionContext) -> None:
-        cluster = ctx.observed.cluster
-        urls = ctx.observed.runtime_by_name()[self.name].urls
-        await ctx.runtime.stop_member(cluster, self.name)
-        launch = MemberLaunch(cluster, self.name, urls, self.initial_cluster, "existing", ctx.spec)
-        await ctx.runtime.start_member(launch)
+        await restart_on_its_data(ctx, self.name, self.initial_cluster)
 
     def remember(self, times: MemberTimes) -> None:
         times.restarted_for_silence(self.name)  # silent again after this: replace it
@@ -234,11 +238,7 @@ class RollMember(Action):
     time_limit: ClassVar[float | None] = 120.0
 
     async def execute(self, ctx: ActionContext) -> None:
-        cluster = ctx.observed.cluster
-        urls = ctx.observed.runtime_by_name()[self.name].urls
-        await ctx.runtime.stop_member(cluster, self.name)
-        launch = MemberLaunch(cluster, self.name, urls, self.initial_cluster, "existing", ctx.spec)
-        await ctx.runtime.start_member(launch)
+        await restart_on_its_data(ctx, self.name, self.initial_cluster)
 
     def describe(self) -> str:
         return f"restarted member {self.name} with the new configuration (etcd {self.version})"

@@ -274,12 +274,17 @@ class LocalRuntime:
 
     def _runnable(self, launch: MemberLaunch, stored: StoredMember | None) -> tuple[MemberLaunch, Path]:
         """The launch to run and its etcd: the spec's version, or, when that is not installed,
-        the version the member ran last (it keeps serving; the status says what is missing)."""
+        the version the member ran last (it keeps serving; the status says what is missing).
+        A member with data but no version recorded (started by a daemon before versions were
+        recorded, which ran one etcd 3.5 for all) falls back to the default version."""
         binary = self.builds.etcd(launch.spec.version)
         if binary is not None:
             return launch, binary
         why = self.builds.unavailable(launch.spec.version)
         ran = stored.version if stored is not None else ""
+        member = self._layout.member(launch.cluster, launch.name)
+        if not ran and stored is not None and member.has_data():
+            ran = DEFAULT_VERSION
         fallback = self.builds.etcd(ran) if ran else None
         if fallback is None:
             raise VersionUnavailable(why)

@@ -9,6 +9,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -291,3 +292,19 @@ async def test_one_daemon_per_state_dir(runtime, state_dir: Path, etcd_binary) -
 async def test_names_cannot_escape_the_state_dir(runtime, bad: str) -> None:
     with pytest.raises(ValueError):
         await runtime.allocate_member(CLUSTER, bad, PLAIN)
+
+
+async def test_a_version_not_installed_keeps_a_member_on_the_version_it_ran(runtime, etcd_binary) -> None:
+    launch = await start_seed(runtime)
+    await wait_healthy((await wait_running(runtime, "demo-0")).urls.client_url)
+    missing_version = attrs.evolve(PLAIN, version="3.5.99")
+    unavailable = runtime.member_config(missing_version).unavailable
+    assert "etcd 3.5.99 is not installed" in unavailable and "make etcd-versions" in unavailable
+    await runtime.stop_member(CLUSTER, "demo-0")
+    await runtime.start_member(attrs.evolve(launch, spec=missing_version, initial_cluster_state="existing"))
+    running = await wait_running(runtime, "demo-0")
+    await wait_healthy(running.urls.client_url)
+    # Still the version it ran, and recorded as such: the status says 3.5.99 is missing.
+    assert running.config == runtime.member_config(PLAIN).fingerprint
+    recorded = json.loads((runtime.member_dir(CLUSTER, "demo-0") / "process.json").read_text())
+    assert recorded["argv"][0] == str(etcd_binary)
