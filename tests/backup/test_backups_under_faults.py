@@ -30,7 +30,24 @@ from tests.harness.history import KvWorkload
 from tests.harness.poll import eventually
 
 
+def on_demand(tmp_path, requests):
+    """The backup child, taking the on-demand backups of `requests`, waking and retrying fast."""
+
+    def children(runtime):
+        return [
+            local_backups(
+                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", wake_every=0.2,
+                retry=QUICK_RETRY, requests=requests,
+            )
+        ]  # fmt: skip
+
+    return children
+
+
 class NoEvents:
+    """Events of the backups themselves come from the actor; the requests record only a backup
+    of an unknown cluster, which these tests have none of."""
+
     async def record(self, cluster, *, reason, message, warning=False):
         raise AssertionError(f"unexpected event {reason}: {message}")
 
@@ -46,19 +63,9 @@ async def test_backups_taken_through_a_member_kill_and_a_scale_up_succeed_and_cl
     demo = resource("demo", size=3)
     demo = attrs.evolve(demo, spec=attrs.evolve(demo.spec, backup=BackupSpec(store=store)))
     state = tmp_path / "state"
-    # Events of the backups themselves come from the actor; the requests record only a backup
-    # of an unknown cluster, which this test has none of.
     requests = LocalBackupRequests(state, NoEvents())
 
-    def children(runtime):
-        return [
-            local_backups(
-                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", wake_every=0.3,
-                retry=QUICK_RETRY, requests=requests,
-            )
-        ]  # fmt: skip
-
-    async with open_local_supervisor(state, children=children) as sup:
+    async with open_local_supervisor(state, children=on_demand(tmp_path, requests)) as sup:
         wanted: list[EtcdBackup] = []
 
         async def ask(name: str, resources) -> None:
@@ -128,15 +135,7 @@ async def test_a_backup_with_no_store_fails_at_once_and_one_whose_store_breaks_f
     state = tmp_path / "state"
     requests = LocalBackupRequests(state, NoEvents())
 
-    def children(runtime):
-        return [
-            local_backups(
-                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", wake_every=0.2,
-                retry=QUICK_RETRY, requests=requests,
-            )
-        ]  # fmt: skip
-
-    async with open_local_supervisor(state, children=children) as sup:
+    async with open_local_supervisor(state, children=on_demand(tmp_path, requests)) as sup:
         await sup.fleet.apply([plain])
         await sup.wait_healthy(plain.ref, 1)
         storeless = EtcdBackup("default", "storeless", EtcdBackupSpec("plain"))
