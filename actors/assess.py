@@ -165,7 +165,9 @@ def upgrading_condition(spec: ClusterSpec, observed: Observed) -> Condition | No
     failing = [
         r
         for r in observed.runtime
-        if r.config == desired.fingerprint and r.consecutive_failures > 0 and not observed.is_healthy(r.name)
+        if r.config == desired.fingerprint
+        and (r.consecutive_failures > 0 or r.name in observed.restarted_silent)
+        and not observed.is_healthy(r.name)
     ]
     if failing:
         r = failing[0]

@@ -20,7 +20,15 @@ def heal_unresponsive(spec: ClusterSpec, observed: Observed) -> Step | None:
         if r.state is not ProcessState.RUNNING or silent < limit or observed.is_healthy(r.name):
             continue
         member = next((m for m in observed.members if observed.runtime_for(m) is r), None)
-        if r.name in observed.restarted_silent and member is not None and _replaceable(observed, member):
+        # During a rolling restart a silent member is the new configuration's doing, not a
+        # broken member: restarted again (with the rollout stopped), never replaced.
+        rolling = observed.mixed_configs()
+        if (
+            r.name in observed.restarted_silent
+            and member is not None
+            and _replaceable(observed, member)
+            and not rolling
+        ):
             reason = f"answered no probe for {silent:.0f}s even after a restart: replaced by a new member"
             return RemoveMember(member.id, r.name, reason=reason)
         reason = f"answered no probe for {silent:.0f}s (unresponsiveAfter {spec.health.unresponsive_after})"

@@ -107,3 +107,18 @@ def test_going_back_a_minor_enables_etcds_downgrade_first_then_rolls_members_bac
     on_35 = {n: attrs.evolve(h, version="3.5.35") for n, h in health.items()}
     step, _ = rolling(runtime, members, on_35, {})
     assert isinstance(step, RollMember)
+
+
+def test_a_member_silent_on_the_new_configuration_is_restarted_but_never_replaced():
+    runtime, members, health = cluster(3)
+    health["demo-2"] = None  # runs, answers nothing, already restarted once for it
+    runtime = [attrs.evolve(r, config=NEW if r.name == "demo-2" else OLD) for r in runtime]
+    seen = attrs.evolve(
+        observed(runtime, members, health),
+        desired=MemberConfig(NEW),
+        silent_for={"demo-2": 120.0},
+        restarted_silent=frozenset({"demo-2"}),
+    )
+    step = plan(SPEC, seen)
+    assert type(step).__name__ == "RestartMember" and step.name == "demo-2"
+    assert upgrading_condition(SPEC, seen).reason == "MemberFailedToStart"
