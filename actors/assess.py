@@ -81,7 +81,7 @@ def assess(
         message=message,
         backup=(backup.status if backup else BackupStatus()) if spec.backup is not None else None,
         last_recovery=last_recovery,
-        version=cluster_version(statuses),
+        version=cluster_version(statuses, observed),
     )
 
 
@@ -133,12 +133,18 @@ def _version_of(observed: Observed, name: str) -> str:
     return h.version if h is not None else ""
 
 
-def cluster_version(statuses: tuple[MemberStatus, ...]) -> str:
+def cluster_version(statuses: tuple[MemberStatus, ...], observed: Observed) -> str:
     """The version every member speaks, as etcd decides it: the lowest member version's
-    MAJOR.MINOR.0 ("" until every member has reported one)."""
+    MAJOR.MINOR.0 ("" until every member has reported one), or, once etcd took it down for a
+    downgrade (a member keeps its data in the downgrade's target), that target."""
     versions = [s.version for s in statuses]
     if not versions or "" in versions:
         return ""
+    versions += [
+        h.downgrade_target
+        for h in observed.health.values()
+        if h is not None and h.downgrade_target and h.storage_version == h.downgrade_target
+    ]
     major, minor = min(_major_minor(v) for v in versions)
     return f"{major}.{minor}.0"
 

@@ -4,7 +4,7 @@ and never while a member is unhealthy, lagging or membership is changing."""
 import attrs
 
 from actors.actions import AddLearner, EnableDowngrade, MoveLeader, RollMember, StartMember, Wait
-from actors.assess import upgrading_condition
+from actors.assess import assess, upgrading_condition
 from actors.model import ClusterSpec, MemberConfig
 from actors.plan import plan
 from tests.unit.facts import EXITED, cluster, em, hl, observed, rt
@@ -122,3 +122,22 @@ def test_a_member_silent_on_the_new_configuration_is_restarted_but_never_replace
     step = plan(SPEC, seen)
     assert type(step).__name__ == "RestartMember" and step.name == "demo-2"
     assert upgrading_condition(SPEC, seen).reason == "MemberFailedToStart"
+
+
+def test_the_cluster_version_is_the_lowest_members_minor_or_the_downgrade_etcd_made():
+    runtime, members, health = cluster(3)
+    health = {n: attrs.evolve(h, version="3.6.16") for n, h in health.items()}
+    health["demo-1"] = attrs.evolve(health["demo-1"], version="3.5.35")
+
+    def version(health):
+        seen = observed(runtime, members, health)
+        return assess(SPEC, seen, previous=None, generation=1, step=None, now=0.0).version
+
+    assert version(health) == "3.5.0"  # mid-upgrade: 3.6 only once every member runs it
+    on_36 = {n: attrs.evolve(h, version="3.6.16") for n, h in health.items()}
+    assert version(on_36) == "3.6.0"
+    enabled = {n: attrs.evolve(h, downgrade_target="3.5.0") for n, h in on_36.items()}
+    assert version(enabled) == "3.6.0"  # enabled, not yet in effect
+    lowered = {n: attrs.evolve(h, storage_version="3.5.0") for n, h in enabled.items()}
+    assert version(lowered) == "3.5.0"
+    assert version({**health, "demo-2": None}) == ""  # a member not answering: unknown
