@@ -255,6 +255,7 @@ def run_operator(cluster: Cluster, namespace: str | None, work: Path, log: Path)
         # Ready (leader, watches synced) before any clock starts: a daemon that runs already,
         # as in a real cluster, not its start-up, is what the timings compare.
         wait_for("the operator's /readyz", lambda: proc.poll() is None and _http_ok(health), 60)
+        log.with_suffix(".port").write_text(f"{health}\n")  # its /metrics, for the tests that look
         yield log
     finally:
         proc.terminate()

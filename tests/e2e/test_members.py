@@ -20,6 +20,7 @@ import itertools
 import json
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,25 @@ def test_operator_forms_a_tls_cluster_of_real_pods(
         ).stdout
     )["members"]
     assert len(members) == 3 and not any(mem.get("isLearner") for mem in members)
+
+    # Metrics: each member pod serves etcd's own on its metrics port (plain HTTP, TLS or not),
+    # and the operator's /metrics describes the cluster.
+    for p in pods(e2e_cluster, e2e_namespace, f"{m.LABEL_INSTANCE}=demo"):
+        scraped = http_text(f"http://{p['status']['podIP']}:{m.METRICS_PORT}/metrics")
+        assert "etcd_server_has_leader 1" in scraped, p["metadata"]["name"]
+    port = int(operator.with_suffix(".port").read_text())
+    labels = f'{{cluster="demo",namespace="{e2e_namespace}"}}'
+    wait_for(
+        "the operator's /metrics showing 3 healthy voters",
+        lambda: f"etcd_supervisor_cluster_healthy_voting_members{labels} 3.0"
+        in http_text(f"http://127.0.0.1:{port}/metrics"),
+        30,
+    )
+
+
+def http_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return str(answer.read().decode())
 
 
 def test_operator_forms_a_plain_cluster_without_waiting_out_probes(
