@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from functools import partial
@@ -66,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Kubernetes cluster's DNS domain; member URLs are <member>.<cluster>-peer.<ns>.svc.DOMAIN,"
         " fully qualified so they resolve from outside the cluster too (default: %(default)s)",
     )
+    run.add_argument(
+        "--helper-image",
+        default=None,
+        help="this operator's own image, run by the pods that verify and restore backups"
+        " (default: $ETCD_SUPERVISOR_IMAGE, else the image of the pod the operator runs in)",
+    )
+
+    receive = sub.add_parser(
+        "receive-snapshot",
+        help="(inside a backup pod) receive one snapshot the operator pushes; token in $SNAPSHOT_TOKEN",
+    )
+    receive.add_argument("--out", required=True, help="file to write the snapshot to")
+    receive.add_argument("--port", type=int, default=2390, help="TCP port to listen on")
 
     local = sub.add_parser(
         "local",
@@ -118,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     else:
         configure_logging(level=args.log_level, fmt=args.log_format)
+    if args.command == "receive-snapshot":
+        return _receive_snapshot(Path(args.out), args.port)
     if args.command == "local":
         from supervisor.local.daemon import run_local
 
@@ -151,8 +167,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             health_port=args.metrics_port,
             cluster_domain=args.cluster_domain,
             log_level_file=args.log_level_file,
+            helper_image=args.helper_image,
         )
     )
+    return 0
+
+
+def _receive_snapshot(out: Path, port: int) -> int:
+    from supervisor.kube.snapshot_transfer import receive_snapshot
+
+    token = os.environ.get("SNAPSHOT_TOKEN", "")
+    if not token:
+        print("etcd-supervisor receive-snapshot: $SNAPSHOT_TOKEN is not set", file=sys.stderr)
+        return 2
+    got = trio.run(partial(receive_snapshot, out, port=port, token=token))
+    print(f"received {got.size} bytes, sha256 {got.sha256}")
     return 0
 
 

@@ -41,8 +41,11 @@ from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
+from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolver
+from supervisor.kube.backups import kube_backups, secret_store_opener
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.snapshots import KubeRestorer, helper_image
 from supervisor.kube.watch import ClusterEvent
 from supervisor.metrics import open_runtime_metrics
 from supervisor.metrics.clusters import ClusterMetrics
@@ -150,11 +153,18 @@ class KubeClusters:
         timing: Timing | None = None,
         tls_root: Path | None = None,
         registry: CollectorRegistry | None = None,
+        helper_image: str | None = None,
+        backup_wake_every: float | None = None,
+        namespaces: list[str] | None = None,
     ) -> None:
         self._timing = timing or Timing()
         self._tls_root = tls_root or Path(tempfile.mkdtemp(prefix="etcd-supervisor-tls-"))
         self._registry = registry if registry is not None else CollectorRegistry()
         self._metrics: ClusterMetrics | None = None
+        # The operator's own image, for the pods that receive snapshots (supervisor/kube/snapshots.py).
+        self._helper_image = helper_image
+        self._backup_wake_every = backup_wake_every
+        self._namespaces = namespaces  # where EtcdBackups are watched (None: everywhere)
 
     def _metrics_for(self, ports: OperatorPorts) -> ClusterMetrics:
         # Once per process: a new leadership keeps counting where the last one stopped.
@@ -162,7 +172,13 @@ class KubeClusters:
             self._metrics = ClusterMetrics(self._registry, ports.status, ports.events)
         return self._metrics
 
-    def _ports_for(self, ports: OperatorPorts, metrics: ClusterMetrics) -> PortsFactory:
+    def _ports_for(
+        self, ports: OperatorPorts, metrics: ClusterMetrics, helper_image: str | None
+    ) -> PortsFactory:
+        restorer = KubeRestorer(
+            ports.client, secret_store_opener(ports.client), helper_image, KubeBackupResolver(ports.client)
+        )
+
         def ports_for(resource: ClusterResource) -> ClusterPorts:
             admin = SecretTlsAdmin(
                 ports.client,
@@ -171,19 +187,28 @@ class KubeClusters:
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
             )
-            return ClusterPorts(ports.runtime, admin, metrics, metrics)
+            return ClusterPorts(ports.runtime, admin, metrics, metrics, restorer)
 
         return ports_for
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
         metrics = self._metrics_for(ports)
-        fleet_ports = self._ports_for(ports, metrics)
+        image = self._helper_image or await helper_image(ports.client)
+        requests = KubeBackupRequests(ports.client, ports.events, self._namespaces)
+        backups = kube_backups(
+            ports.client, helper_image=image, requests=requests, wake_every=self._backup_wake_every
+        )
+        fleet_ports = self._ports_for(ports, metrics, image)
+        children = [defrag_child(), metrics.child, backups]
         async with (
-            open_fleet(fleet_ports, timing=self._timing, children=[defrag_child(), metrics.child]) as fleet,
+            trio.open_nursery() as nursery,
+            open_fleet(fleet_ports, timing=self._timing, children=children) as fleet,
             events,
         ):
+            nursery.start_soon(requests.run)  # not awaited: a missing CRD must not stop the clusters
             async for event in events:
                 await self._on_event(fleet, ports, metrics, event)
+            nursery.cancel_scope.cancel()
 
     async def _on_event(
         self, fleet: Fleet, ports: OperatorPorts, metrics: ClusterMetrics, event: ClusterEvent
@@ -242,11 +267,14 @@ async def run_kube(
     cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN,
     timing: Timing | None = None,
     log_level_file: Path | None = None,
+    helper_image: str | None = None,
 ) -> None:
     """The whole operator until SIGINT/SIGTERM: leader election, watches, cluster actors, the
     HTTP endpoints (health, readiness, metrics, log level)."""
     registry = CollectorRegistry()
-    clusters = KubeClusters(timing=timing, registry=registry)
+    clusters = KubeClusters(
+        timing=timing, registry=registry, helper_image=helper_image, namespaces=namespaces
+    )
     async with open_runtime_metrics(registry), open_asyncio_loop(), trio.open_nursery() as nursery:
         nursery.start_soon(cancel_on_signal, nursery.cancel_scope)
         if log_level_file is not None:

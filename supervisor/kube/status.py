@@ -127,23 +127,45 @@ class KubeEventSink:
         level = logging.WARNING if warning else logging.INFO
         log.log(level, "%s: %s: %s", cluster, reason, message, extra=extra)
         try:
-            await self._client.create(
-                m.core_path(cluster.namespace, "events"), await self._event(cluster, reason, message, warning)
-            )
-        except KubeError as exc:
-            log.warning("event %s on %s not recorded (%s): %s", reason, cluster, exc, message)
+            uid = await self._uid(cluster)
+        except KubeError:
+            uid = ""  # the Event still names the cluster
+        await self.record_on(
+            KIND, cluster.namespace, cluster.name, uid, reason=reason, message=message, warning=warning
+        )
 
-    async def _event(self, cluster: ClusterRef, reason: str, message: str, warning: bool) -> Obj:
+    async def record_on(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        uid: str,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+    ) -> None:
+        """An Event on any object of our API group (an EtcdBackup, say)."""
+        try:
+            event = self._event(kind, namespace, name, uid, reason, message, warning)
+            await self._client.create(m.core_path(namespace, "events"), event)
+        except KubeError as exc:
+            log.warning(
+                "event %s on %s %s/%s not recorded (%s): %s", reason, kind, namespace, name, exc, message
+            )
+
+    def _event(
+        self, kind: str, namespace: str, name: str, uid: str, reason: str, message: str, warning: bool
+    ) -> Obj:
         now = self._now()
         self._sequence += 1
         stamp = _stamp(now)
         involved = {
             "apiVersion": f"{API_GROUP}/{API_VERSION}",
-            "kind": KIND,
-            "name": cluster.name,
-            "namespace": cluster.namespace,
+            "kind": kind,
+            "name": name,
+            "namespace": namespace,
         }
-        uid = await self._uid(cluster)
         if uid:
             involved["uid"] = uid
         return {
@@ -151,8 +173,8 @@ class KubeEventSink:
             "kind": "Event",
             # client-go's naming: the object's name and a unique suffix.
             "metadata": {
-                "name": f"{cluster.name}.{time.time_ns():x}{self._sequence:x}",
-                "namespace": cluster.namespace,
+                "name": f"{name}.{time.time_ns():x}{self._sequence:x}",
+                "namespace": namespace,
             },
             "involvedObject": involved,
             "reason": reason,

@@ -9,7 +9,6 @@ ID and members of the backed-up cluster can never join it.
 from __future__ import annotations
 
 import hashlib
-import json
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,7 @@ import attrs
 import trio
 
 from actors.backup.ports import BackupResolver, Restored
-from actors.backup.source import metadata_key
+from actors.backup.restore_checks import check_against_metadata as _check_against_metadata
 from actors.errors import RestoreFailed, StoreError, StoreNotFound
 from actors.model import MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
@@ -179,18 +178,3 @@ def _hash_file(path: Path) -> tuple[int, str]:
             digest.update(chunk)
             size += len(chunk)
     return size, digest.hexdigest()
-
-
-async def _check_against_metadata(store: ObjectStore, key: str, sha256: str) -> dict[str, object]:
-    """The backup's metadata object ({} when there is none), once its sha256 matched."""
-    try:
-        meta = json.loads(await store.get_bytes(metadata_key(key)))
-    except (StoreNotFound, ValueError):
-        return {}  # not one of our backups (no metadata): etcdutl's own checksum still applies
-    if not isinstance(meta, dict):
-        return {}
-    if meta.get("sha256") and meta["sha256"] != sha256:
-        raise RestoreFailed(
-            f"backup {key} is corrupt: sha256 {sha256} where its metadata says {meta['sha256']}"
-        )
-    return meta

@@ -18,8 +18,7 @@ from pathlib import Path
 import trio
 
 from actors.backup.records import KvHash
-from supervisor.etcd.client import open_etcd_client
-from supervisor.etcd.errors import EtcdError
+from supervisor.etcd.head_hash import hash_at_head
 from supervisor.local import processes
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,8 @@ class ScratchVerifier:
             peer, client = processes.pick_free_ports(2, taken=set())
             await self._restore(db, scratch / "data", peer)
             async with self._serving(scratch, peer, client) as url:
-                return await _hash_at_head(url)
+                with trio.fail_after(START_TIMEOUT):
+                    return await hash_at_head(url)
         finally:
             await trio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
 
@@ -107,15 +107,3 @@ async def _write(path: Path, chunks: AsyncIterable[bytes]) -> None:
     async with await trio.open_file(path, "wb") as out:
         async for chunk in chunks:
             await out.write(chunk)
-
-
-async def _hash_at_head(url: str) -> KvHash:
-    with trio.fail_after(START_TIMEOUT):
-        async with open_etcd_client([url], call_timeout=30.0) as client:
-            while True:
-                try:
-                    revision = await client.current_revision()
-                    found = await client.hash_kv(url, revision)
-                    return KvHash(found.hash, found.revision, found.compact_revision)
-                except EtcdError:
-                    await trio.sleep(0.1)  # still starting

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import obstore.exceptions
 from obstore.store import S3Store
 
+from actors.errors import StoreError
 from actors.model import GcsStore, LocalStore, StoreSpec
 from actors.model import S3Store as S3Spec
 from actors.store_port import ObjectStore, S3Credentials, StoreCredentials
@@ -47,7 +49,13 @@ def open_store(
     if isinstance(store, GcsStore):
         timeouts = (options.connect_timeout, options.request_timeout, options.retry_timeout)
         return open_gcs(store, credentials, transfer=options.transfer, timeouts=timeouts)
-    return ObstoreStore(_s3(store, credentials, options), name=store.describe(), transfer=options.transfer)
+    try:
+        backend = _s3(store, credentials, options)
+    except obstore.exceptions.BaseError as exc:
+        # Building the client can fail too (no CA certificates in the image, a malformed
+        # endpoint): a failed backup with the reason, never a crashed actor.
+        raise StoreError(f"{store.describe()}: cannot open a client: {exc}") from exc
+    return ObstoreStore(backend, name=store.describe(), transfer=options.transfer)
 
 
 def _client(options: StoreOptions, endpoint: str | None) -> dict[str, Any]:

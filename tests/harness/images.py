@@ -230,6 +230,8 @@ def operator_archive(out_dir: Path) -> Path:
     passwd.write_text("root:x:0:0:root:/root:/bin/false\nsupervisor:x:65532:65532::/nonexistent:/bin/false\n")
     group.write_text("root:x:0:\nsupervisor:x:65532:\n")
     runtime.update({"/etc/passwd": passwd, "/etc/group": group})
+    # python:3.11-slim has ca-certificates: the S3 client (reqwest) refuses to start without them.
+    runtime["/etc/ssl/certs/ca-certificates.crt"] = Path("/etc/ssl/certs/ca-certificates.crt")
     project: dict[str, Path | str] = {"/usr/local/bin/etcd-supervisor": entry}
     for package in ("supervisor", "actors", "proto"):
         for path in (repo / package).rglob("*.py"):

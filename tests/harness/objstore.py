@@ -70,9 +70,9 @@ class GcsServer:
         return name
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
@@ -129,11 +129,12 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
 
 
 @contextmanager
-def open_moto_server(workdir: Path) -> Iterator[S3Server]:
-    """moto on a free loopback port, refusing any request not signed by the key it yields."""
-    port = free_port()
-    endpoint = f"http://127.0.0.1:{port}"
-    argv = [str(moto_server_binary()), "-H", "127.0.0.1", "-p", str(port)]
+def open_moto_server(workdir: Path, host: str = "127.0.0.1") -> Iterator[S3Server]:
+    """moto on a free port of `host` (loopback; pods need an address they can reach), refusing
+    any request not signed by the key it yields."""
+    port = free_port(host)
+    endpoint = f"http://{host}:{port}"
+    argv = [str(moto_server_binary()), "-H", host, "-p", str(port)]
     with _process(argv, workdir / "moto.log", f"{endpoint}/moto-api/data.json"):
         yield _with_auth(endpoint)
 

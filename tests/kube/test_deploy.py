@@ -7,6 +7,7 @@ and built once by tests/envtest/build-helm.sh, or $HELM) applied to the API serv
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -343,7 +344,15 @@ def test_chart_defaults_match_the_base_deployment() -> None:
     assert values["securityContext"] == c["securityContext"]
     chart_dep = docs(strip_template((CHART / "templates" / "deployment.yaml").read_text()))[0]
     (chart_c,) = chart_dep["spec"]["template"]["spec"]["containers"]
-    for key in ("command", "args", "ports", "livenessProbe", "readinessProbe", "volumeMounts"):
+    for key in (
+        "command",
+        "args",
+        "ports",
+        "startupProbe",
+        "livenessProbe",
+        "readinessProbe",
+        "volumeMounts",
+    ):
         assert chart_c[key] == c[key], key
     assert [e["name"] for e in chart_c["env"]] == [e["name"] for e in c["env"]]
 
@@ -422,3 +431,37 @@ def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
         == "yes"
     )
     assert can_i(kube_apiserver, kubeconfig, "delete", "namespaces", []) == "no"
+
+
+def test_backup_volume_options_mount_a_claim_in_the_operator(
+    kube_apiserver: KubeAPIServer, tmp_path: Path
+) -> None:
+    """Local-store backups on Kubernetes: the chart's backupVolume and the kustomize component
+    both give the operator container a claim at /var/lib/etcd-backups."""
+    helm = require_helm()
+    rendered = subprocess.run(
+        [str(helm), "template", "rel", str(CHART), "--set", "backupVolume.enabled=true"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": [os.path.relpath(DEPLOY / "base", overlay)],
+                "components": [os.path.relpath(DEPLOY / "components" / "backup-volume", overlay)],
+            }
+        )
+    )
+    kustomized = kube_apiserver.kubectl("kustomize", overlay).stdout
+    for objs in (docs(rendered), docs(kustomized)):
+        claim = find(objs, "PersistentVolumeClaim")
+        pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert {"name": "backups", "mountPath": "/var/lib/etcd-backups"} in container["volumeMounts"]
+        volume = next(v for v in pod["volumes"] if v["name"] == "backups")
+        assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+        assert claim["spec"]["accessModes"] == ["ReadWriteMany"]

@@ -33,3 +33,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default "default" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/* backupVolume (values.yaml): the operator container's mount and the pod's volume, or nothing. */}}
+{{- define "etcd-operator.backupMount" -}}
+{{- if .Values.backupVolume.enabled -}}
+- name: backups
+  mountPath: {{ .Values.backupVolume.mountPath }}
+{{- end -}}
+{{- end -}}
+
+{{- define "etcd-operator.backupVolume" -}}
+{{- if .Values.backupVolume.enabled -}}
+- name: backups
+  persistentVolumeClaim:
+    claimName: {{ .Values.backupVolume.existingClaim | default (printf "%s-backups" (include "etcd-operator.fullname" .)) }}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,102 @@
+"""Backups on Kubernetes: the backup actor (actors/backup/) with stores opened on the
+credentials Secret in the cluster's namespace, and verification in a pod (snapshots.py).
+
+A local store (`store.local.path`) is a directory in the operator's pod: mount a volume there
+(the Helm chart's `backupVolume`, deploy/README for kustomize), or its backups go with the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+
+from actors.backup.actor import BackupPorts, backup_child
+from actors.backup.ports import BackupRequests
+from actors.cluster import ChildFactory, ClusterContext
+from actors.model import StoreSpec
+from actors.store_port import ObjectInfo, ObjectStore, StoredObject
+from supervisor.kube.client import KubeClient
+from supervisor.kube.snapshots import KubeVerifier
+from supervisor.kube.store_credentials import secret_credentials
+from supervisor.runtime import ChildSpec
+
+log = logging.getLogger(__name__)
+
+
+class SecretStore:
+    """actors.store_port.ObjectStore opened on first use with the credentials its Secret holds
+    then (read at each opening: a rotated key is picked up by the next backup)."""
+
+    def __init__(self, client: KubeClient, namespace: str, spec: StoreSpec) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._spec = spec
+        self._inner: ObjectStore | None = None
+
+    async def _store(self) -> ObjectStore:
+        if self._inner is None:
+            # Imported on first use: the store clients (obstore, google-cloud-storage) add
+            # seconds to the operator's start.
+            from supervisor.stores.factory import open_store
+
+            credentials = await secret_credentials(self._client, self._namespace, self._spec)
+            self._inner = open_store(self._spec, credentials=credentials)
+        return self._inner
+
+    async def put_stream(self, key: str, chunks: AsyncIterable[bytes]) -> StoredObject:
+        return await (await self._store()).put_stream(key, chunks)
+
+    async def put_bytes(self, key: str, data: bytes) -> StoredObject:
+        return await (await self._store()).put_bytes(key, data)
+
+    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        async for chunk in (await self._store()).get_stream(key):
+            yield chunk
+
+    async def get_bytes(self, key: str) -> bytes:
+        return await (await self._store()).get_bytes(key)
+
+    async def list(self, prefix: str) -> list[ObjectInfo]:
+        return await (await self._store()).list(prefix)
+
+    async def delete(self, key: str) -> None:
+        await (await self._store()).delete(key)
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+
+
+def secret_store_opener(client: KubeClient) -> Callable[[str, StoreSpec], ObjectStore]:
+    """(namespace, store) -> the store, with credentials from that namespace's Secret."""
+    return lambda namespace, spec: SecretStore(client, namespace, spec)
+
+
+def kube_backups(
+    client: KubeClient,
+    *,
+    helper_image: str | None,
+    requests: BackupRequests | None = None,
+    clock: Callable[[], float] = time.time,
+    wake_every: float | None = None,
+) -> ChildFactory:
+    """The backup child of every cluster; verification needs the operator's image (helper_image),
+    on-demand backups the EtcdBackup watch (`requests`)."""
+    opener = secret_store_opener(client)
+    if helper_image is None:
+        log.warning(
+            "the operator's image is unknown: backups will be stored unverified", extra={"event": "backup"}
+        )
+
+    def child(context: ClusterContext) -> ChildSpec:
+        verifier = (
+            KubeVerifier(client, context.ref, lambda: context.desired().resource.spec, helper_image)
+            if helper_image
+            else None
+        )
+        ports = BackupPorts(lambda spec: opener(context.ref.namespace, spec), verifier, clock, requests)
+        factory = backup_child(ports) if wake_every is None else backup_child(ports, wake_every=wake_every)
+        return factory(context)
+
+    return child

@@ -1,0 +1,186 @@
+"""The short-lived pods that handle snapshots on Kubernetes (pure: manifests only).
+
+Both start with the operator's own image receiving the snapshot the operator pushes
+(snapshot_transfer.py), then run the cluster's own etcd image, so a backup is proven against
+the etcd that will one day restore it:
+
+- verify pod: `etcdutl snapshot restore` into a scratch directory, then one etcd serving it,
+  alone (its peer port on loopback, a token of its own): the operator hashes it and deletes it.
+- restore pod: `etcdutl snapshot restore` into a new cluster's seed member's volume claim, with
+  a cluster token of its own (a new cluster ID), then it exits; the member's pod starts next.
+
+Neither carries the member labels, so the runtime never takes one for a member. Each is owned
+by its EtcdCluster (deleted with it) and has a deadline, so nothing outlives a lost operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from actors.model import ClusterRef, ClusterSpec, ImageFamily, MemberLaunch
+from supervisor.kube import manifests as m
+from supervisor.kube.snapshot_transfer import RECEIVE_PORT
+
+Obj = dict[str, Any]
+
+COMPONENT_VERIFY = "backup-verify"
+COMPONENT_RESTORE = "restore"
+SCRATCH_DIR = "/scratch"
+SNAPSHOT_FILE = f"{SCRATCH_DIR}/snapshot.db"
+# A pod the operator lost track of (it crashed, it lost the Lease) ends by itself.
+DEADLINE_SECONDS = 3600
+OPERATOR_UID = 65532  # the operator image's user (deploy/Dockerfile)
+
+
+def snapshot_pod_labels(ref: ClusterRef, component: str) -> dict[str, str]:
+    return {**m.cluster_labels(ref), m.LABEL_COMPONENT: component}
+
+
+def _binaries(spec: ClusterSpec) -> tuple[str, str]:
+    """(etcd, the restore tool) in the cluster's image: etcdutl from 3.5, etcdctl before."""
+    bin_dir = "/opt/bitnami/etcd/bin" if spec.image_family is ImageFamily.BITNAMI else "/usr/local/bin"
+    tool = "etcdctl" if spec.version.startswith("3.4") else "etcdutl"
+    return f"{bin_dir}/etcd", f"{bin_dir}/{tool}"
+
+
+def _receive_container(helper_image: str, token: str) -> Obj:
+    return {
+        "name": "receive",
+        "image": helper_image,
+        "command": ["etcd-supervisor", "--log-format=text", "receive-snapshot"],
+        "args": [f"--out={SNAPSHOT_FILE}", f"--port={RECEIVE_PORT}"],
+        "env": [{"name": "SNAPSHOT_TOKEN", "value": token}],
+        "ports": [{"name": "receive", "containerPort": RECEIVE_PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_DIR}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": OPERATOR_UID,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+    }
+
+
+def _restore_container(
+    spec: ClusterSpec,
+    *,
+    name: str,
+    data_dir: str,
+    member: str,
+    initial_cluster: str,
+    peer_url: str,
+    token: str,
+) -> Obj:
+    _, tool = _binaries(spec)
+    container: Obj = {
+        "name": name,
+        "image": spec.image,
+        "command": [tool, "snapshot", "restore", SNAPSHOT_FILE],
+        "args": [
+            f"--data-dir={data_dir}",
+            f"--name={member}",
+            f"--initial-cluster={initial_cluster}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster-token={token}",
+        ],
+        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_DIR}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if tool.endswith("etcdctl"):
+        container["env"] = [{"name": "ETCDCTL_API", "value": "3"}]
+    return container
+
+
+def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec: Obj) -> Obj:
+    pod_spec = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": DEADLINE_SECONDS,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 5,
+        **pod_spec,
+    }
+    if spec.image_family is ImageFamily.BITNAMI:
+        pod_spec["securityContext"] = {"fsGroup": m.BITNAMI_UID}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": owner.ref.namespace,
+            "labels": snapshot_pod_labels(owner.ref, component),
+            "ownerReferences": [m.owner_reference(owner)],
+        },
+        "spec": pod_spec,
+    }
+
+
+def verify_pod(owner: m.Owner, spec: ClusterSpec, *, name: str, helper_image: str, token: str) -> Obj:
+    """A scratch one-member etcd on the snapshot; its client port (plain HTTP) is what gets hashed."""
+    etcd, _ = _binaries(spec)
+    data_dir, peer = f"{SCRATCH_DIR}/data", f"http://127.0.0.1:{m.PEER_PORT}"
+    restore = _restore_container(
+        spec,
+        name="restore",
+        data_dir=data_dir,
+        member="scratch",
+        initial_cluster=f"scratch={peer}",
+        peer_url=peer,
+        token="verify",
+    )
+    serve = {
+        "name": "etcd",
+        "image": spec.image,
+        "command": [etcd],
+        "args": [
+            "--name=scratch",
+            f"--data-dir={data_dir}",
+            f"--listen-peer-urls={peer}",
+            f"--listen-client-urls=http://0.0.0.0:{m.CLIENT_PORT}",
+            f"--advertise-client-urls=http://127.0.0.1:{m.CLIENT_PORT}",
+            "--log-level=warn",
+        ],
+        "ports": [{"name": "client", "containerPort": m.CLIENT_PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_DIR}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec = {
+        "initContainers": [_receive_container(helper_image, token), restore],
+        "containers": [serve],
+        "volumes": [{"name": "scratch", "emptyDir": {}}],
+    }
+    return _pod(owner, name, COMPONENT_VERIFY, spec, pod_spec)
+
+
+def restore_pod(
+    owner: m.Owner, launch: MemberLaunch, *, name: str, helper_image: str, token: str, cluster_token: str
+) -> Obj:
+    """Lays the snapshot into the seed member's claim, as the member's pod will find it."""
+    spec = launch.spec
+    mount = "/bitnami/etcd" if spec.image_family is ImageFamily.BITNAMI else "/var/lib/etcd"
+    restore = _restore_container(
+        spec,
+        name="restore",
+        data_dir=f"{mount}/data",  # where member_pod's etcd looks for it
+        member=launch.name,
+        initial_cluster=launch.initial_cluster_flag(),
+        peer_url=launch.urls.peer_url,
+        token=cluster_token,
+    )
+    restore["volumeMounts"].append({"name": "data", "mountPath": mount})
+    pod_spec = {
+        # etcdutl resolves the member's peer URL to check it against --initial-cluster; the
+        # member's DNS name exists only once its own pod runs, so here it is this pod.
+        "hostAliases": [{"ip": "127.0.0.1", "hostnames": [urlsplit(launch.urls.peer_url).hostname]}],
+        "initContainers": [_receive_container(helper_image, token)],
+        "containers": [restore],
+        "volumes": [
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": m.volume_claim_name(launch.name)}},
+        ],
+    }
+    return _pod(owner, name, COMPONENT_RESTORE, spec, pod_spec)

@@ -1,0 +1,240 @@
+"""Running the snapshot pods (snapshot_pods.py): create, feed, watch, and always delete.
+
+KubeVerifier is actors.backup.ports.SnapshotVerifier and KubeRestorer is SeedRestorer, on
+Kubernetes. Both push the snapshot from the operator into the pod (snapshot_transfer.py says
+why), so they need the operator's own image for the pod's receiving container: `helper_image`
+finds it (the --helper-image flag or ETCD_SUPERVISOR_IMAGE, else the image this operator pod runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from typing import Any
+
+import trio
+
+from actors.backup.ports import BackupResolver, Restored
+from actors.backup.records import KvHash
+from actors.backup.restore_checks import check_against_metadata, restored, store_errors_fail_the_restore
+from actors.errors import RestoreFailed
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, StoreSpec
+from actors.store_port import ObjectStore
+from supervisor.etcd.head_hash import hash_at_head
+from supervisor.kube import manifests as m
+from supervisor.kube import snapshot_pods as pods
+from supervisor.kube.client import KubeClient, KubeError
+from supervisor.kube.snapshot_transfer import Received, TransferFailed, push_snapshot
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+HELPER_IMAGE_ENV = "ETCD_SUPERVISOR_IMAGE"
+# Pulling an image and restoring a large snapshot take a while; a GiB restores in about a minute.
+POD_TIMEOUT = 900.0
+POLL = 0.5
+
+
+class SnapshotPodFailed(Exception):
+    """A snapshot pod failed or did not get going; the message carries its container's last words."""
+
+
+async def helper_image(client: KubeClient, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The operator's own image: named explicitly, or read from this pod's spec (in-cluster)."""
+    if environ.get(HELPER_IMAGE_ENV):
+        return environ[HELPER_IMAGE_ENV]
+    name, namespace = environ.get("POD_NAME"), environ.get("POD_NAMESPACE")
+    if not (name and namespace):
+        return None
+    try:
+        pod = await client.get(m.core_path(namespace, "pods", name))
+    except KubeError as exc:
+        log.warning("cannot read this operator's pod %s/%s for its image: %s", namespace, name, exc)
+        return None
+    containers = (pod.get("spec") or {}).get("containers") or []
+    ours = [c for c in containers if c.get("name") == "etcd-supervisor"] or containers
+    return str(ours[0]["image"]) if ours else None
+
+
+async def _owner(client: KubeClient, ref: ClusterRef) -> m.Owner:
+    obj = await client.get(m.cluster_path(ref))
+    return m.Owner(ref, str((obj.get("metadata") or {}).get("uid", "")))
+
+
+def _pod_name(ref: ClusterRef, what: str) -> str:
+    return f"{ref.name[:40]}-{what}-{secrets.token_hex(3)}"
+
+
+async def _delete_stale(client: KubeClient, ref: ClusterRef, component: str) -> None:
+    """Pods of this kind an earlier operator (or incarnation) left: one at a time per cluster."""
+    selector = m.label_selector(pods.snapshot_pod_labels(ref, component))
+    found = await client.list_all(m.core_path(ref.namespace, "pods"), query={"labelSelector": selector})
+    for pod in found.get("items") or []:
+        await client.delete_if_exists(
+            m.core_path(ref.namespace, "pods", pod["metadata"]["name"]), grace_period_seconds=0
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_snapshot_pod(client: KubeClient, ref: ClusterRef, pod: Obj) -> AsyncIterator[str]:
+    """Create `pod`, yield its name once it exists; delete it however the block ends."""
+    name = pod["metadata"]["name"]
+    path = m.core_path(ref.namespace, "pods", name)
+    await _delete_stale(client, ref, pod["metadata"]["labels"][m.LABEL_COMPONENT])
+    await client.create(m.core_path(ref.namespace, "pods"), pod)
+    try:
+        yield name
+    finally:
+        with trio.CancelScope(shield=True), trio.move_on_after(30):
+            await client.delete_if_exists(path, grace_period_seconds=0)
+
+
+# A container waiting for one of these never starts by itself: give up at once.
+STUCK = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError")
+
+
+def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _trouble(pod: Mapping[str, Any]) -> str | None:
+    """Why the pod will not get there: a failed pod's first failed container (its log's tail),
+    or a container stuck waiting; None while it may still."""
+    for c in _container_statuses(pod):
+        waiting = (c.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK:
+            return f"{c.get('name')}: {waiting['reason']}: {waiting.get('message', '')}"
+    status = pod.get("status") or {}
+    if status.get("phase") != "Failed":
+        return None
+    for c in _container_statuses(pod):
+        terminated = (c.get("state") or {}).get("terminated") or {}
+        if terminated.get("exitCode", 0) != 0:
+            lines = [ln for ln in str(terminated.get("message") or "").splitlines() if ln.strip()]
+            return f"{c.get('name')}: " + (lines[-1][:300] if lines else str(terminated.get("reason")))
+    return str(status.get("reason") or status.get("message") or "failed")
+
+
+async def _wait_pod(client: KubeClient, path: str, ready: Callable[[Obj], Any]) -> Any:
+    """Poll the pod until ready(pod) is truthy (returned); SnapshotPodFailed when it cannot be."""
+    name = path.rsplit("/", 1)[-1]
+    with trio.move_on_after(POD_TIMEOUT):
+        while True:
+            pod = await client.get(path)
+            trouble = _trouble(pod)
+            if trouble:
+                raise SnapshotPodFailed(f"pod {name} failed: {trouble}")
+            found = ready(pod)
+            if found:
+                return found
+            await trio.sleep(POLL)
+    raise SnapshotPodFailed(f"pod {name} did not get there in {POD_TIMEOUT:.0f}s")
+
+
+def _pod_ip(pod: Mapping[str, Any]) -> str | None:
+    return (pod.get("status") or {}).get("podIP") or None
+
+
+async def _push(client: KubeClient, path: str, token: str, snapshot: AsyncIterable[bytes]) -> Received:
+    ip = await _wait_pod(client, path, _pod_ip)
+    try:
+        return await push_snapshot(ip, token, snapshot)
+    except (TransferFailed, OSError, trio.BrokenResourceError) as exc:
+        pod = await client.get_or_none(path)
+        why = f" ({_trouble(pod)})" if pod and _trouble(pod) else ""
+        raise SnapshotPodFailed(
+            f"the snapshot did not reach pod {path.rsplit('/', 1)[-1]}: {exc}{why}"
+        ) from exc
+
+
+class KubeVerifier:
+    """SnapshotVerifier for one cluster: a verify pod on the cluster's own etcd image."""
+
+    def __init__(
+        self, client: KubeClient, ref: ClusterRef, spec: Callable[[], ClusterSpec], image: str
+    ) -> None:
+        self._client = client
+        self._ref = ref
+        self._spec = spec  # the spec in force when the backup verifies (its image and version)
+        self._image = image
+
+    async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
+        owner = await _owner(self._client, self._ref)
+        token = secrets.token_hex(16)
+        pod = pods.verify_pod(
+            owner, self._spec(), name=_pod_name(self._ref, "verify"), helper_image=self._image, token=token
+        )
+        async with open_snapshot_pod(self._client, self._ref, pod) as name:
+            path = m.core_path(self._ref.namespace, "pods", name)
+            await _push(self._client, path, token, snapshot)
+            ip = await _wait_pod(self._client, path, _running_ip)
+            with trio.fail_after(POD_TIMEOUT):
+                return await hash_at_head(f"http://{ip}:{m.CLIENT_PORT}")
+
+
+def _running_ip(pod: Mapping[str, Any]) -> str | None:
+    return _pod_ip(pod) if (pod.get("status") or {}).get("phase") == "Running" else None
+
+
+class KubeRestorer:
+    """SeedRestorer on Kubernetes: a restore pod fills the seed member's claim before its pod starts."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        open_store: Callable[[str, StoreSpec], ObjectStore],
+        image: str | None,
+        resolver: BackupResolver | None = None,
+    ) -> None:
+        self._client = client
+        self._open_store = open_store  # (namespace, store) -> the store, with that namespace's Secret
+        self._image = image
+        self._resolver = resolver  # for spec.restore.backupName
+
+    async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
+        if source.backup_name is not None:
+            if self._resolver is None:
+                raise RestoreFailed("restoring from an EtcdBackup is not set up in this operator")
+            source = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
+        if source.store is None or source.key is None:
+            raise RestoreFailed("spec.restore names no store and key")
+        if source.revision is not None:
+            # Replaying delta backups happens in local mode only so far: never restore a full
+            # snapshot in silence when a point in time was asked for.
+            raise RestoreFailed("spec.restore.revision (a point in time) is not supported on Kubernetes yet")
+        if self._image is None:
+            raise RestoreFailed(
+                f"the operator's image is unknown: set {HELPER_IMAGE_ENV} (or --helper-image)"
+            )
+        ref = launch.cluster
+        owner = await _owner(self._client, ref)
+        token = secrets.token_hex(16)
+        pod = pods.restore_pod(
+            owner,
+            launch,
+            name=_pod_name(ref, "restore"),
+            helper_image=self._image,
+            token=token,
+            cluster_token=f"{ref.namespace}-{ref.name}-restored-{secrets.token_hex(4)}",
+        )
+        store = self._open_store(ref.namespace, source.store)
+        try:
+            with store_errors_fail_the_restore(source.store, source.key):
+                async with open_snapshot_pod(self._client, ref, pod) as name:
+                    path = m.core_path(ref.namespace, "pods", name)
+                    sent = await _push(self._client, path, token, store.get_stream(source.key))
+                    meta = await check_against_metadata(store, source.key, sent.sha256)
+                    await _wait_pod(self._client, path, _succeeded)
+        except SnapshotPodFailed as exc:
+            raise RestoreFailed(f"the backup does not restore: {exc}") from exc
+        finally:
+            await store.aclose()
+        return restored(source.key, sent.size, sent.sha256, meta)
+
+
+def _succeeded(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Succeeded"

@@ -1,0 +1,200 @@
+"""Backups on real pods, the operator deployed as a pod (``kubectl apply -k deploy/``).
+
+A cluster with ``spec.backup`` to S3 (moto, bound to the node's gateway so the operator pod
+reaches it; its credentials in a Secret the cluster names) takes an on-demand backup (an
+EtcdBackup) and a scheduled one; the operator verifies each in a pod on the cluster's own etcd
+image (restored, served alone, HashKV compared with the source's); then a new cluster restored
+from the on-demand one (spec.restore.backupName) holds every key.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.kube import manifests as m
+from supervisor.kube import snapshot_pods
+from tests.e2e.conftest import Cluster
+from tests.e2e.test_members import etcd_cluster, pods, tls_files, wait_for
+from tests.e2e.test_operator_pod import deployed_operator, operator_image  # noqa: F401 (fixtures)
+from tests.harness import images
+from tests.harness.components import require
+from tests.harness.node import GATEWAY
+from tests.harness.objstore import S3Server, moto_server_binary, open_moto_server
+
+BUCKET = "e2e-backups"
+KEYS = {f"/app/key-{i:02d}": f"value-{i}" for i in range(20)}
+
+
+@pytest.fixture(scope="module")
+def pod_reachable_s3(e2e_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto where the operator pod can reach it: the session's one listens on loopback only."""
+    require("moto_server", moto_server_binary)
+    host = GATEWAY if e2e_cluster.node is not None else "0.0.0.0"
+    with open_moto_server(tmp_path_factory.mktemp("moto-e2e"), host=host) as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+def s3_store(server: S3Server) -> dict[str, Any]:
+    return {
+        "s3": {
+            "bucket": BUCKET,
+            "prefix": "etcd/",
+            "endpoint": server.endpoint,
+            "region": "us-east-1",
+            "credentialsSecret": "s3-creds",
+        }
+    }
+
+
+def etcdctl(
+    cluster: Cluster, namespace: str, name: str, work: Path, *args: str, input: str | None = None
+) -> str:
+    """etcdctl from this host through the cluster's client Service; tried three times (a fresh
+    Service's first connections can fail), each of the uses here is idempotent."""
+    ref = m.ClusterRef(namespace, name)
+    client = f"https://{m.client_service_hosts(ref)[-1]}:{m.CLIENT_PORT}"
+    cmd = cluster.host_dns_command(
+        [
+            images.default_etcd_dir() / "etcdctl",
+            f"--endpoints={client}",
+            *tls_files(cluster, namespace, name, work),
+            *args,
+        ]
+    )
+    for attempt in range(3):
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, input=input)
+        if done.returncode == 0:
+            return done.stdout
+        print(f"etcdctl {' '.join(args)} (attempt {attempt + 1}): {done.stderr.strip()}")
+        time.sleep(1)
+    raise AssertionError(f"etcdctl {' '.join(args)} failed: {done.stderr}")
+
+
+def on_demand_backup(name: str, cluster: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdBackup",
+        "metadata": {"name": name},
+        "spec": {"clusterName": cluster},
+    }
+
+
+def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    return cluster.get_json("etcdcluster", name, namespace=namespace).get("status") or {}
+
+
+def event_reasons(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    events = cluster.get_json(
+        "events", "--field-selector", f"involvedObject.name={name}", namespace=namespace
+    )
+    return [e["reason"] for e in events["items"]]
+
+
+def snapshot_pods_left(cluster: Cluster, namespace: str) -> list[str]:
+    found = []
+    for component in (snapshot_pods.COMPONENT_VERIFY, snapshot_pods.COMPONENT_RESTORE):
+        found += [p["metadata"]["name"] for p in pods(cluster, namespace, f"{m.LABEL_COMPONENT}={component}")]
+    return found
+
+
+def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
+    e2e_cluster: Cluster,
+    e2e_namespace: str,
+    deployed_operator: None,  # noqa: F811
+    pod_reachable_s3: S3Server,
+    tmp_path: Path,
+) -> None:
+    s3, ns = pod_reachable_s3, e2e_namespace
+    e2e_cluster.kubectl(
+        "create", "secret", "generic", "s3-creds", "-n", ns,
+        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
+    )  # fmt: skip
+    source = etcd_cluster("src", e2e_cluster.etcd_version, tls=True)
+    source["spec"]["backup"] = {"schedule": "* * * * *", "store": s3_store(s3)}
+    e2e_cluster.apply([source], namespace=ns)
+    wait_for("EtcdCluster src Running", lambda: status(e2e_cluster, ns, "src").get("phase") == "Running", 180)
+    # One transaction (no compares; every put on success).
+    puts = "".join(f"put {key} {value}\n" for key, value in KEYS.items())
+    etcdctl(e2e_cluster, ns, "src", tmp_path, "txn", input=f"\n{puts}\n\n")
+    written = json.loads(etcdctl(e2e_cluster, ns, "src", tmp_path, "get", "/app/", "-w", "json"))
+    revision = int(written["header"]["revision"])
+
+    # On demand, at once (the backup actor's next wake-up); the schedule's next minute too.
+    start = time.monotonic()
+    e2e_cluster.apply([on_demand_backup("before-restore", "src")], namespace=ns)
+
+    def succeeded() -> dict[str, Any] | None:
+        found = e2e_cluster.get_json("etcdbackup", "before-restore", namespace=ns).get("status") or {}
+        assert found.get("phase") != "Failed", found
+        return found if found.get("phase") == "Succeeded" else None
+
+    taken = wait_for("the EtcdBackup Succeeded", succeeded, 120, poll=0.5)
+    print(f"\non-demand backup verified in {time.monotonic() - start:.1f}s: {json.dumps(taken)}")
+    assert taken["verified"] is True and taken["revision"] >= revision
+    row = e2e_cluster.kubectl("get", "etcdbackup", "before-restore", "-n", ns).stdout.splitlines()[1].split()
+    assert row[1:6] == ["Succeeded", "src", str(taken["sizeBytes"]), str(taken["revision"]), "true"]
+
+    def verified_backup() -> dict[str, Any] | None:
+        last = (status(e2e_cluster, ns, "src").get("backup") or {}).get("lastSuccessfulBackup") or {}
+        return (
+            last
+            if last.get("verified") and last["key"] != taken["key"] and last["revision"] >= revision
+            else None
+        )
+
+    last = wait_for("a verified scheduled backup", verified_backup, 180, poll=1.0)
+    print(f"scheduled backup: {json.dumps(last)}")
+    assert last["key"].startswith(f"{ns}/src/") and last["sizeBytes"] > 0
+    meta = json.loads(
+        s3.boto3_client().get_object(Bucket=BUCKET, Key=f"etcd/{last['key']}.json")["Body"].read()
+    )
+    assert meta["verified"] is True and meta["sizeBytes"] == last["sizeBytes"]
+    assert "BackupSucceeded" in event_reasons(e2e_cluster, ns, "src")
+    assert "BackupSucceeded" in event_reasons(e2e_cluster, ns, "before-restore")
+    wait_for("the verify pods deleted", lambda: not snapshot_pods_left(e2e_cluster, ns), 60)
+
+    restored = etcd_cluster("restored", e2e_cluster.etcd_version, tls=True)
+    restored["spec"]["restore"] = {"backupName": "before-restore"}
+    e2e_cluster.apply([restored], namespace=ns)
+    wait_for(
+        "EtcdCluster restored Running with 3 members",
+        lambda: (
+            (st := status(e2e_cluster, ns, "restored")).get("phase") == "Running"
+            and st.get("readyReplicas") == 3
+        ),
+        240,
+        poll=1.0,
+    )
+    got = etcdctl(e2e_cluster, ns, "restored", tmp_path, "get", "--prefix", "/app/", "-w", "json")
+    import base64
+
+    kvs = {
+        base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode()
+        for kv in json.loads(got).get("kvs") or []
+    }
+    assert kvs == KEYS
+    assert "RestoredFromBackup" in event_reasons(e2e_cluster, ns, "restored")
+    # A cluster of its own: none of the source's members is in it.
+    src_ids = {
+        mem["ID"]
+        for mem in json.loads(etcdctl(e2e_cluster, ns, "src", tmp_path, "member", "list", "-w", "json"))[
+            "members"
+        ]
+    }
+    new_ids = {
+        mem["ID"]
+        for mem in json.loads(etcdctl(e2e_cluster, ns, "restored", tmp_path, "member", "list", "-w", "json"))[
+            "members"
+        ]
+    }
+    assert not src_ids & new_ids
+    assert not snapshot_pods_left(e2e_cluster, ns)

@@ -1,0 +1,89 @@
+"""The verify and restore pods (supervisor/kube/snapshot_pods.py): what they run and where they
+put the data, checked against the member pod that will use it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from actors.model import ClusterSpec
+from supervisor.kube import manifests as m
+from supervisor.kube import snapshot_pods as pods
+from supervisor.kube.runtime import member_ref
+from supervisor.kube.snapshot_transfer import RECEIVE_PORT
+from tests.unit.test_kube_manifests import OWNER, REF, launch
+
+IMAGE = "registry.example/etcd-supervisor:1.2"
+BITNAMI = ClusterSpec(repository="bitnami/etcd", version="3.5.17")
+
+
+def container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    everything = pod["spec"].get("initContainers", []) + pod["spec"]["containers"]
+    return next(c for c in everything if c["name"] == name)
+
+
+def flag(c: dict[str, Any], name: str) -> str:
+    return next(a.split("=", 1)[1] for a in c["args"] if a.startswith(f"--{name}="))
+
+
+@pytest.mark.parametrize("spec", [ClusterSpec(), BITNAMI, ClusterSpec(version="3.4.25")])
+def test_the_restore_pod_lays_the_data_where_the_member_pod_reads_it(spec: ClusterSpec) -> None:
+    seed = launch(spec)
+    pod = pods.restore_pod(
+        OWNER, seed, name="main-restore-1", helper_image=IMAGE, token="t", cluster_token="new"
+    )
+    member = m.member_pod(OWNER, seed)
+    (receive,) = pod["spec"]["initContainers"]
+    assert receive["image"] == IMAGE and f"--port={RECEIVE_PORT}" in receive["args"]
+    assert receive["securityContext"]["runAsNonRoot"] is True
+    restore = container(pod, "restore")
+    assert restore["image"] == spec.image == member["spec"]["containers"][0]["image"]
+    # The same claim, mounted where the member mounts it, restored into its data dir, as the
+    # member named in its own initial cluster, under a token of its own (a new cluster ID).
+    claim = lambda p: next(v for v in p["spec"]["volumes"] if v["name"] == "data")  # noqa: E731
+    assert claim(pod) == claim(member)
+    member_mount = next(v for v in member["spec"]["containers"][0]["volumeMounts"] if v["name"] == "data")
+    assert {"name": "data", "mountPath": member_mount["mountPath"]} in restore["volumeMounts"]
+    assert flag(restore, "data-dir") == f"{member_mount['mountPath']}/data"
+    assert flag(restore, "name") == seed.name
+    assert flag(restore, "initial-cluster") == seed.initial_cluster_flag()
+    assert flag(restore, "initial-advertise-peer-urls") == seed.urls.peer_url
+    assert flag(restore, "initial-cluster-token") == "new"
+    # The member's name resolves to this pod (etcdutl checks the peer URL against it).
+    (alias,) = pod["spec"]["hostAliases"]
+    assert alias == {"ip": "127.0.0.1", "hostnames": [m.member_host(REF, seed.name)]}
+    tool = restore["command"][0]
+    assert tool.endswith("etcdctl" if spec.version.startswith("3.4") else "etcdutl")
+    assert tool.startswith("/opt/bitnami/etcd/bin/" if "bitnami" in spec.repository else "/usr/local/bin/")
+    if spec.version.startswith("3.4"):
+        assert {"name": "ETCDCTL_API", "value": "3"} in restore["env"]
+
+
+def test_the_verify_pod_serves_the_restored_snapshot_alone() -> None:
+    pod = pods.verify_pod(OWNER, ClusterSpec(), name="main-verify-1", helper_image=IMAGE, token="t")
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["receive", "restore"]
+    restore, etcd = container(pod, "restore"), container(pod, "etcd")
+    assert flag(restore, "data-dir") == flag(etcd, "data-dir")
+    # No peer can reach it, nor it a peer: its peer URL is loopback, its cluster of one.
+    assert flag(etcd, "listen-peer-urls").startswith("http://127.0.0.1:")
+    assert flag(restore, "initial-cluster") == f"scratch={flag(etcd, 'listen-peer-urls')}"
+    assert flag(etcd, "listen-client-urls") == f"http://0.0.0.0:{m.CLIENT_PORT}"
+    assert "volumes" in pod["spec"] and all("emptyDir" in v for v in pod["spec"]["volumes"])
+
+
+@pytest.mark.parametrize("kind", ["verify", "restore"])
+def test_snapshot_pods_are_owned_bounded_and_never_taken_for_members(kind: str) -> None:
+    if kind == "verify":
+        pod = pods.verify_pod(OWNER, ClusterSpec(), name="x", helper_image=IMAGE, token="t")
+    else:
+        pod = pods.restore_pod(
+            OWNER, launch(ClusterSpec()), name="x", helper_image=IMAGE, token="t", cluster_token="c"
+        )
+    assert pod["metadata"]["ownerReferences"] == [m.owner_reference(OWNER)]
+    assert member_ref(pod) is None  # the runtime's pod watch ignores it
+    labels = pod["metadata"]["labels"]
+    assert labels[m.LABEL_COMPONENT] != m.COMPONENT_MEMBER and m.LABEL_MEMBER not in labels
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] > 0
+    assert spec["automountServiceAccountToken"] is False
