@@ -9,6 +9,7 @@ trio async functions and one exception family, KubeError.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -96,6 +97,10 @@ class KubeClient:
 
     def __init__(self, api: k8s_client.ApiClient) -> None:
         self._api = api
+        self.requests = 0  # for the operator's metrics: requests (not watches) sent
+        # Failed requests by HTTP status (0: no answer); expected ones (404 on get_or_none, 409)
+        # included: the operator's metrics show them by code.
+        self.errors: collections.Counter[int] = collections.Counter()
 
     @property
     def host(self) -> str:
@@ -181,7 +186,14 @@ class KubeClient:
         content_type: str = "application/json",
         request_timeout: float = REQUEST_TIMEOUT,
     ) -> Obj:
-        return await run_asyncio(self._aio_request, method, path, query, body, content_type, request_timeout)
+        self.requests += 1
+        try:
+            return await run_asyncio(
+                self._aio_request, method, path, query, body, content_type, request_timeout
+            )
+        except KubeError as exc:
+            self.errors[exc.status] += 1
+            raise
 
     async def get(self, path: str, *, query: Mapping[str, Any] | None = None) -> Obj:
         return await self.request("GET", path, query=query)

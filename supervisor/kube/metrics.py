@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from supervisor.kube.client import KubeClient
 from supervisor.kube.leader import LeaderElector
 from supervisor.kube.status import KubeStatusSink
 from supervisor.kube.watch import Watcher
@@ -21,6 +22,7 @@ class OperatorMetrics(Collector):
     def __init__(self, registry: CollectorRegistry) -> None:
         self.elector: LeaderElector | None = None
         self.status: KubeStatusSink | None = None
+        self.client: KubeClient | None = None
         self._watchers: dict[int, Watcher] = {}
         registry.register(self)
 
@@ -32,6 +34,16 @@ class OperatorMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         yield from self._leadership()
         yield from self._watches()
+        if self.client is not None:
+            yield _counter("kube_requests", "Kubernetes API requests (watches apart)", self.client.requests)
+            errors = CounterMetricFamily(
+                f"{PREFIX}_kube_request_errors",
+                "Kubernetes API requests that failed, by HTTP status (0: no answer)",
+                labels=("code",),
+            )
+            for code, count in sorted(self.client.errors.items()):
+                errors.add_metric((str(code),), count)
+            yield errors
         if self.status is not None:
             s = self.status.statistics()
             yield _counter("status_writes", "Status subresource writes", s.writes)

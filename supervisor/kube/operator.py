@@ -163,7 +163,7 @@ async def run_operator(
             events=KubeEventSink(client, instance=config.identity),
         )
         elector = LeaderElector(client, config)
-        metrics.elector, metrics.status = elector, ports.status
+        metrics.elector, metrics.status, metrics.client = elector, ports.status, client
 
         async def body() -> None:
             await lead(

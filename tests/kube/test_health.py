@@ -138,4 +138,6 @@ async def test_operator_leader_and_standby_are_ready_and_only_the_leader_acts(
             assert leader[f'etcd_supervisor_watch_synced{{resource="{resource}"}}'] == 1.0
             assert leader[f'etcd_supervisor_watch_errors_total{{resource="{resource}"}}'] == 0.0
         assert not any(name.startswith("etcd_supervisor_watch") for name in standby)
+        assert leader["etcd_supervisor_kube_requests_total"] > 0  # the Lease, the lists
+        assert standby["etcd_supervisor_kube_requests_total"] > 0  # the Lease, read and read again
         nursery.cancel_scope.cancel()
