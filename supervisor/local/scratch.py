@@ -86,12 +86,14 @@ class ScratchVerifier:
             )
 
     @contextlib.asynccontextmanager
-    async def _serving(self, scratch: Path, peer: int, client: int) -> AsyncIterator[str]:
+    async def _serving(
+        self, scratch: Path, peer: int, client: int, extra: tuple[str, ...] = ()
+    ) -> AsyncIterator[str]:
         url = f"http://127.0.0.1:{client}"
         argv = [
             str(self._etcd), "--name=scratch", f"--data-dir={scratch / 'data'}",
             f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--listen-client-urls={url}",
-            f"--advertise-client-urls={url}", "--log-level=error",
+            f"--advertise-client-urls={url}", "--log-level=error", *extra,
         ]  # fmt: skip
         with (scratch / "etcd.log").open("wb") as log_file:
             process = await trio.lowlevel.open_process(argv, stdout=log_file, stderr=log_file)
