@@ -21,8 +21,6 @@ import signal
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -44,19 +42,12 @@ from actors.model import (
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
+from tests.backup.clock import fast_clock  # cron minutes in two real seconds
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 KEYS = 2_000
 DAEMON_TIMING = Timing()  # what `etcd-supervisor local` uses
 AUTOMATIC = DisasterRecoverySpec(RecoveryMode.AUTOMATIC)
-# One cron minute every two real seconds, so the first backup comes at once.
-SPEED = 30.0
-
-
-def fast_clock() -> Callable[[], float]:
-    start = time.time()
-    offset = 60 - (start % 60) - 2 * SPEED
-    return lambda: start + offset + (time.time() - start) * SPEED
 
 
 def cluster(name: str, **spec: object) -> ClusterResource:

@@ -15,8 +15,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -39,16 +37,10 @@ from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
 from supervisor.local.embedded import open_local_supervisor
+from tests.backup.clock import fast_clock  # cron minutes in two real seconds
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 STEP = 10_000  # writes between the restore points
-SPEED = 30.0  # cron minutes pass every two real seconds, so the first backup comes at once
-
-
-def fast_clock() -> Callable[[], float]:
-    start = time.time()
-    offset = 60 - (start % 60) - 2 * SPEED
-    return lambda: start + offset + (time.time() - start) * SPEED
 
 
 def cluster(name: str, **spec: object) -> ClusterResource:
