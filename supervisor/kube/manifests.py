@@ -49,6 +49,9 @@ ANNOTATION_FAILURES = "etcd.io/consecutive-failures"
 # The member configuration the pod was made for (member_config().fingerprint): a pod whose
 # fingerprint differs from the spec's is recreated on its claim, one member at a time.
 ANNOTATION_CONFIG = "etcd.io/member-config"
+# On a seed's claim while a backup is restored into it (supervisor/kube/snapshots.py): its data
+# is not there until the mark is gone, even if the operator died half-way.
+ANNOTATION_RESTORING = "etcd.io/restoring"
 
 # Held on the EtcdCluster until the member volumes are dealt with per the reclaim policy.
 FINALIZER = "etcd.io/member-volumes"

@@ -117,6 +117,14 @@ def pod_last_error(pod: Mapping[str, Any] | None) -> str:
     return lines[-1][:300] if lines else str(terminated.get("reason") or "")
 
 
+def _claim_has_data(claim: Mapping[str, Any] | None) -> bool:
+    """A claim exists (bound or still waiting for a volume), is not going away, and is not
+    marked as a restore's target: a restore cut short (the operator died) left no usable data."""
+    if claim is None or _meta(claim).get("deletionTimestamp"):
+        return False
+    return m.ANNOTATION_RESTORING not in (_meta(claim).get("annotations") or {})
+
+
 def pod_failures(pod: Mapping[str, Any] | None) -> int:
     if pod is None:
         return 0
@@ -438,8 +446,7 @@ class KubeRuntime:
                     name=name,
                     urls=urls,
                     state=pod_state(pod),
-                    # A claim exists (bound or still waiting for a volume) and is not going away.
-                    has_data=claim is not None and not _meta(claim).get("deletionTimestamp"),
+                    has_data=_claim_has_data(claim),
                     pid=None,
                     consecutive_failures=consecutive_failures(pod),
                     exit_code=pod_exit_code(pod),

@@ -221,19 +221,28 @@ class KubeRestorer:
             token=token,
             cluster_token=f"{ref.namespace}-{ref.name}-restored-{secrets.token_hex(4)}",
         )
+        claim = m.core_path(ref.namespace, "persistentvolumeclaims", m.volume_claim_name(launch.name))
         store = self._open_store(ref.namespace, source.store)
         try:
+            await _mark_restoring(self._client, claim, source.key)
             with store_errors_fail_the_restore(source.store, source.key):
                 async with open_snapshot_pod(self._client, ref, pod) as name:
                     path = m.core_path(ref.namespace, "pods", name)
                     sent = await _push(self._client, path, token, store.get_stream(source.key))
                     meta = await check_against_metadata(store, source.key, sent.sha256)
                     await _wait_pod(self._client, path, _succeeded)
+            await _mark_restoring(self._client, claim, None)
         except SnapshotPodFailed as exc:
             raise RestoreFailed(f"the backup does not restore: {exc}") from exc
         finally:
             await store.aclose()
         return restored(source.key, sent.size, sent.sha256, meta)
+
+
+async def _mark_restoring(client: KubeClient, claim: str, key: str | None) -> None:
+    """Mark the seed's claim as a restore's target (the runtime then says it holds no data), or
+    clear the mark once the data is all there."""
+    await client.merge_patch(claim, {"metadata": {"annotations": {m.ANNOTATION_RESTORING: key}}})
 
 
 def _succeeded(pod: Mapping[str, Any]) -> bool:

@@ -146,8 +146,10 @@ def test_operator_forms_a_tls_cluster_of_real_pods(
     labels = f'{{cluster="demo",namespace="{e2e_namespace}"}}'
     wait_for(
         "the operator's /metrics showing 3 healthy voters",
-        lambda: f"etcd_supervisor_cluster_healthy_voting_members{labels} 3.0"
-        in http_text(f"http://127.0.0.1:{port}/metrics"),
+        lambda: (
+            f"etcd_supervisor_cluster_healthy_voting_members{labels} 3.0"
+            in http_text(f"http://127.0.0.1:{port}/metrics")
+        ),
         30,
     )
 

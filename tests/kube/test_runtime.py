@@ -280,6 +280,14 @@ async def test_stop_keeps_the_claim_restart_reuses_it_delete_removes_it(
         assert pod["metadata"]["annotations"][m.ANNOTATION_FAILURES] == "1"
         assert (await runtime.list_members(ref))[0].state is ProcessState.STARTING
 
+        # A claim a restore is filling (supervisor/kube/snapshots.py marks it) holds no data
+        # yet, also for a new operator after the one restoring died.
+        claim = m.core_path(ns, "persistentvolumeclaims", "gamma-0-data")
+        await op.merge_patch(claim, {"metadata": {"annotations": {m.ANNOTATION_RESTORING: "k.db"}}})
+        assert not (await runtime.list_members(ref))[0].has_data
+        await op.merge_patch(claim, {"metadata": {"annotations": {m.ANNOTATION_RESTORING: None}}})
+        assert (await runtime.list_members(ref))[0].has_data
+
         await runtime.delete_member(ref, "gamma-0")
         await runtime.delete_member(ref, "gamma-0")  # idempotent
         assert await admin.get_or_none(m.core_path(ns, "pods", "gamma-0")) is None
