@@ -3,15 +3,18 @@ put the data, checked against the member pod that will use it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from actors.model import ClusterSpec
+from actors.errors import RestoreFailed
+from actors.model import ClusterSpec, LocalStore, RestoreSpec, StoreSpec
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods as pods
+from supervisor.kube.client import KubeClient
 from supervisor.kube.runtime import member_ref
 from supervisor.kube.snapshot_transfer import RECEIVE_PORT
+from supervisor.kube.snapshots import KubeRestorer
 from tests.unit.test_kube_manifests import OWNER, REF, launch
 
 IMAGE = "registry.example/etcd-supervisor:1.2"
@@ -87,3 +90,11 @@ def test_snapshot_pods_are_owned_bounded_and_never_taken_for_members(kind: str) 
     spec = pod["spec"]
     assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] > 0
     assert spec["automountServiceAccountToken"] is False
+
+
+@pytest.mark.trio
+async def test_a_point_in_time_restore_is_refused_on_kubernetes_not_ignored() -> None:
+    restorer = KubeRestorer(cast(KubeClient, None), lambda ns, spec: cast(Any, None), IMAGE)
+    source = RestoreSpec(store=StoreSpec(local=LocalStore("/b")), key="ns/main/x.db", revision=1480)
+    with pytest.raises(RestoreFailed, match=r"spec\.restore\.revision"):
+        await restorer.restore_seed(launch(ClusterSpec()), source)
