@@ -67,6 +67,8 @@ class MemoryWorld:
         self.runtime[launch.name] = RuntimeMember(
             launch.name, launch.urls, ProcessState.RUNNING, True, config=config
         )
+        if launch.force_new_cluster:  # alone on its data: etcd forgets every other member
+            self.etcd = {m.id: m for m in self.etcd.values() if m.peer_urls == (launch.urls.peer_url,)}
         if launch.initial_cluster_state == "new":
             self.etcd[1] = EtcdMember(
                 1, launch.name, (launch.urls.peer_url,), (launch.urls.client_url,), False
