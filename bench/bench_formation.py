@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e.conftest import Cluster
+from tests.e2e.cluster import Cluster
 from tests.e2e.formation import assert_no_member_failed, form_cluster, run_operator, time_static_pods
 from tests.harness import images
 from tests.harness.components import MissingComponent

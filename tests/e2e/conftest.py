@@ -10,61 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
-import yaml
 
 from actors.model import DEFAULT_VERSION
+from tests.e2e.cluster import Cluster
+from tests.e2e.formation import run_operator
 from tests.harness import images
 from tests.harness.components import MissingComponent, missing, require
-from tests.harness.kube import kubectl
-from tests.harness.node import ROOT, Node, open_node
-
-
-@attrs.define
-class Cluster:
-    """What a test may use, whichever cluster runs it."""
-
-    kubeconfig: Path
-    etcd_version: str
-    node: Node | None = None  # the built-in node; None on an external cluster
-
-    def kubectl(
-        self,
-        *args: str | os.PathLike[str],
-        input: str | None = None,
-        check: bool = True,
-        timeout: float = 120.0,
-    ) -> subprocess.CompletedProcess[str]:
-        return kubectl(*args, kubeconfig=self.kubeconfig, input=input, check=check, timeout=timeout)
-
-    def get_json(self, *args: str, namespace: str | None = None) -> Any:
-        import json
-
-        ns = ["-n", namespace] if namespace else []
-        return json.loads(self.kubectl("get", *args, *ns, "-o", "json").stdout)
-
-    def apply(self, objs: Sequence[dict[str, Any]] | str, namespace: str | None = None) -> None:
-        text = objs if isinstance(objs, str) else yaml.safe_dump_all(objs)
-        ns = ["-n", namespace] if namespace else []
-        self.kubectl("apply", *ns, "-f", "-", input=text)
-
-    def create_namespace(self, prefix: str) -> str:
-        name = f"{prefix[:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:6]}"
-        self.kubectl("create", "namespace", name)
-        return name
-
-    def host_dns_command(self, cmd: Sequence[str | os.PathLike[str]]) -> list[str]:
-        """``cmd`` on this host, resolving cluster names as a pod does (built-in node only)."""
-        if self.node is None:
-            pytest.skip("resolving cluster DNS from this host needs the built-in node")
-        return self.node.cluster_dns_command(cmd)
+from tests.harness.node import ROOT, open_node
 
 
 # Package scope: the node stops once the e2e tests are done, not at the end of the whole run,
@@ -93,3 +49,16 @@ def e2e_namespace(e2e_cluster: Cluster, request: pytest.FixtureRequest) -> Itera
     ns = e2e_cluster.create_namespace(request.node.name.removeprefix("test_"))
     yield ns
     e2e_cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture
+def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """The operator on this host, watching this test's namespace; yields its log file."""
+    # On the built-in node, beside the node's own logs (kept in node.LOGS after the session).
+    work, logs = (ROOT / "operator", ROOT / "logs") if e2e_cluster.node else (tmp_path, tmp_path)
+    log = logs / f"operator-{e2e_namespace}.log"
+    try:
+        with run_operator(e2e_cluster, e2e_namespace, work, log):
+            yield log
+    finally:
+        print(f"operator log (tail):\n{''.join(log.read_text(errors='replace').splitlines(True)[-15:])}")

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from supervisor.kube import manifests as m
-from tests.e2e.conftest import Cluster
+from tests.e2e.cluster import Cluster
 from tests.e2e.watch import KubectlWatch
 from tests.harness import images
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT

@@ -21,14 +21,13 @@ import json
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from supervisor.kube import manifests as m
-from tests.e2e.conftest import Cluster
+from tests.e2e.cluster import Cluster
 from tests.e2e.formation import (
     STATIC_NAMES,
     TIMINGS,
@@ -36,7 +35,6 @@ from tests.e2e.formation import (
     form_cluster,
     is_ready,
     pods,
-    run_operator,
     time_static_pods,
     tls_files,
     wait_for,
@@ -64,19 +62,6 @@ def test_three_static_etcd_pods_become_ready_and_serve(e2e_cluster: Cluster, e2e
 
 
 # --- the operator, as a host process --------------------------------------------------------------
-
-
-@pytest.fixture
-def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterator[Path]:
-    """The operator watching this test's namespace; yields its log file."""
-    # On the built-in node, beside the node's own logs (kept in node.LOGS after the session).
-    work, logs = (ROOT / "operator", ROOT / "logs") if e2e_cluster.node else (tmp_path, tmp_path)
-    log = logs / f"operator-{e2e_namespace}.log"
-    try:
-        with run_operator(e2e_cluster, e2e_namespace, work, log):
-            yield log
-    finally:
-        print(f"operator log (tail):\n{''.join(log.read_text(errors='replace').splitlines(True)[-15:])}")
 
 
 # etcdctl inside a member pod: the member's own certificate, as mounted by the pod spec.

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from supervisor.kube.leader import LEASE_NAME
-from tests.e2e.conftest import Cluster
+from tests.e2e.cluster import Cluster
 from tests.e2e.formation import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
 from tests.harness import images
 from tests.harness.components import require
