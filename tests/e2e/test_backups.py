@@ -20,7 +20,7 @@ import pytest
 
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods
-from tests.e2e.conftest import Cluster
+from tests.e2e.cluster import Cluster
 from tests.e2e.formation import etcd_cluster, pods, tls_files, wait_for
 from tests.e2e.test_operator_pod import deployed_operator, operator_image  # noqa: F401 (fixtures)
 from tests.harness import images

@@ -4,6 +4,7 @@ first, the leader last after leadership moved off it (issue 12 once on real pods
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -36,7 +37,7 @@ def test_fragmented_members_are_defragmented_one_at_a_time_the_leader_last(
     assert_no_member_failed(seen)
     ref = m.ClusterRef(e2e_namespace, "frag")
     endpoint = f"--endpoints=https://{m.client_service_hosts(ref)[-1]}:{m.CLIENT_PORT}"
-    etcdctl = [
+    etcdctl: list[str | os.PathLike[str]] = [
         images.default_etcd_dir() / "etcdctl",
         endpoint,
         *tls_files(e2e_cluster, e2e_namespace, "frag", tmp_path),
