@@ -66,9 +66,30 @@ async def test_a_new_cluster_restored_from_a_backup_has_every_key_and_a_new_iden
         failed = await sup.wait_for(tampered.ref, lambda s: s.phase.value == "Failed", timeout=60)
         members_dir = tmp_path / "state" / "default" / "tampered" / "members"
         leftovers = list(members_dir.iterdir()) if members_dir.exists() else []
+
+        # The metadata put right, the snapshot's bytes flipped in the store (a local store is
+        # restored from in place): the restore fails and leaves nothing either.
+        meta_path.write_text(json.dumps(meta))
+        snapshot_path = tmp_path / "backups" / key
+        with snapshot_path.open("r+b") as f:
+            f.seek(snapshot_path.stat().st_size // 2)
+            middle = f.read(64)
+            f.seek(-64, 1)
+            f.write(bytes(b ^ 0xFF for b in middle))
+        corrupt = with_spec(resource("corrupt", size=1), restore=RestoreSpec(store=store, key=key))
+        await sup.fleet.apply([source, restored, tampered, corrupt])
+        corrupt_failed = await sup.wait_for(corrupt.ref, lambda s: s.phase.value == "Failed", timeout=60)
+        corrupt_dir = tmp_path / "state" / "default" / "corrupt" / "members"
+        corrupt_leftovers = list(corrupt_dir.iterdir()) if corrupt_dir.exists() else []
     assert "the restored data differ from backup" in failed.message, failed.message
     assert f"the backup recorded {meta['hashKV'] + 1}" in failed.message, failed.message
     assert leftovers == []
+    # etcdutl's own check of the snapshot's digest or ours of the metadata's sha256, whichever
+    # ends first: both name the backup as not restorable.
+    assert "is corrupt" in corrupt_failed.message or "does not restore" in corrupt_failed.message, (
+        corrupt_failed.message
+    )
+    assert corrupt_leftovers == []
     assert got == written
     assert {m.id for m in members}.isdisjoint(source_ids)
     reasons = sup.recorder.reasons(restored.ref)
