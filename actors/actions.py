@@ -55,9 +55,6 @@ class Action(abc.ABC):
     time_limit: ClassVar[float | None] = None
     # A failure of this step leaves the cluster Failed (with the reason) until it succeeds.
     failure_fails_cluster: ClassVar[bool] = False
-    # The step changes what members answer to a probe (who leads), not the runtime or the
-    # membership: the next decision waits for fresh answers instead of looking again at once.
-    changes_health: ClassVar[bool] = False
 
     @abc.abstractmethod
     async def execute(self, ctx: ActionContext) -> None:
@@ -320,7 +317,6 @@ class MoveLeader(Action):
     to_id: int
     reason: str
     event_reason: ClassVar[str] = "LeaderMoved"
-    changes_health: ClassVar[bool] = True
 
     async def execute(self, ctx: ActionContext) -> None:
         await ctx.admin.move_leader(ctx.endpoints, self.to_id)

@@ -217,9 +217,9 @@ class MemberActors:
         self._handles[name] = handle
         self.probe(name, eager=True)  # a new member: its first answer is awaited
 
-    def probe_all(self, *, eager: bool = False) -> None:
+    def probe_all(self) -> None:
         for name in self.supervisor.child_ids():
-            self.probe(name, eager=eager)
+            self.probe(name)
 
     def probe(self, name: str, *, eager: bool = False) -> None:
         handle = self._handles.get(name)
@@ -427,12 +427,7 @@ class ClusterActor(Actor[ClusterMessage]):
             self._last_recovery = step.outcome(time.time())
             self._revision_seen = step.revision  # the recovered history is the one to follow now
         await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
-        if step.changes_health:
-            # What the members answer decides the next step (who leads now): ask them, and
-            # decide on their answers, not on the answers from before the step.
-            self._members.probe_all(eager=True)
-        else:
-            nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
+        nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
 
 
 def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
