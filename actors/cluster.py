@@ -47,6 +47,7 @@ from actors.observed import Observed
 from actors.plan import PLANNERS, Planner, plan
 from actors.ports import ClusterPorts, MemberRuntime
 from actors.recovery import QuorumRecovery
+from supervisor.backoff import Backoff
 from supervisor.runtime import (
     Actor,
     ChildSpec,
@@ -506,6 +507,12 @@ class ClusterContext:
 ChildFactory = Callable[[ClusterContext], ChildSpec]
 
 
+# A per-cluster service (backups, defragmentation) that keeps crashing is retried at most once
+# a minute and never escalates: with these delays its supervisor cannot see ten restarts in a
+# minute, so a broken service never restarts the members and the cluster actor beside it.
+SERVICE_BACKOFF = Backoff(initial=1.0, maximum=60.0)
+
+
 def cluster_tree(
     ref: ClusterRef,
     desired: Callable[[], Desired],
@@ -539,6 +546,7 @@ def cluster_tree(
             [factory(context) for factory in children],
             strategy=Strategy.ONE_FOR_ONE,
             intensity=Intensity(10, 60.0),
+            backoff=SERVICE_BACKOFF,
             kind="services",
         )
         order.append(ChildSpec("services", services.run, shutdown=timing.call_timeout))  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 """The shape later capabilities plug into: one class per action, planners, per-cluster children,
 ports with lifetimes, and one observation per tick. Autojump clock, in-memory ports."""
 
+import itertools
 from typing import ClassVar
 
 import attrs
@@ -129,3 +130,40 @@ async def test_a_hung_member_is_restarted_after_unresponsive_after_and_replaced_
     assert reasons.count("MemberRestarted") == 1 and "MemberRemoved" in reasons
     final = world.statuses[-1][1]
     assert final.ready_replicas == 3 and "demo-1" not in {m.name for m in final.members}
+
+
+async def test_a_per_cluster_child_that_keeps_crashing_never_takes_the_cluster_down(autojump_clock):
+    world = MemoryWorld()
+    crashes: list[float] = []
+    observed: list[float] = []
+    watcher_starts: list[float] = []
+
+    def broken(context: ClusterContext) -> ChildSpec:
+        async def run(task_status=trio.TASK_STATUS_IGNORED):
+            task_status.started()
+            await trio.sleep(0.01)
+            crashes.append(trio.current_time())
+            raise RuntimeError("a bug in a per-cluster service")
+
+        return ChildSpec("broken", run)
+
+    def watcher(context: ClusterContext) -> ChildSpec:
+        async def run(task_status=trio.TASK_STATUS_IGNORED):
+            watcher_starts.append(trio.current_time())
+            task_status.started()
+            while True:
+                await context.feed.wait_next()
+                observed.append(trio.current_time())
+
+        return ChildSpec("watcher", run)
+
+    await run_fleet(world, size=3, seconds=600, children=[broken, watcher])
+    # Retried with a growing delay (at most a minute, plus jitter), never escalated: the cluster actor,
+    # its members and the sibling service carried on the whole time.
+    assert len(watcher_starts) == 1  # its supervisor never gave up (that restarts every service)
+    assert world.statuses[-1][1].phase.value == "Running"
+    assert all(s.phase.value != "Failed" for _, s in world.statuses)
+    gaps = [b - a for a, b in itertools.pairwise(crashes)]
+    assert 10 <= len(crashes) <= 30 and max(gaps) <= 60 * 1.1 + 1 and gaps[-1] >= 30, gaps
+    assert max(world.started_at.values()) < 60  # no member started again after forming
+    assert observed[-1] >= 590  # the sibling service still reading the feed at the end
