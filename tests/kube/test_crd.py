@@ -57,6 +57,7 @@ EXPECTED_DEFAULT_SPEC = {
     "security": {"tls": {"enabled": True}},
     "debug": {"networkSidecar": False},
     "health": {"unresponsiveAfter": "30s"},
+    "disasterRecovery": {"mode": "Manual"},
 }
 
 
