@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster import Timing
 from actors.model import ClusterRef, ClusterResource, ClusterSpec
+from bench.report import median_line
 from bench.static_etcd import static_cluster, wait_healthy
 from supervisor.local.embedded import is_healthy, open_local_supervisor
 
@@ -111,9 +112,7 @@ def main() -> None:
     }
 
     def line(label: str, key: str, note: str) -> str:
-        values = runs[key]
-        spread = f"[{min(values):.2f}..{max(values):.2f}]"
-        return f"  {label:<26} {medians[key]:6.2f} s  {spread:<13} {note}"
+        return median_line(label, runs[key], note, width=26)
 
     ratio = result["bootstrap_over_floor"]
     print(f"lifecycle, median [range] of {RUNS} runs (machine: {os.cpu_count()} cores, shared and noisy)")

@@ -39,6 +39,7 @@ from actors.model import (
     RestoreSpec,
     StoreSpec,
 )
+from bench.report import median_line
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
@@ -151,9 +152,7 @@ def main() -> None:
     }
 
     def line(label: str, key: str, note: str = "") -> str:
-        values = runs[key]
-        spread = f"[{min(values):.2f}..{max(values):.2f}]"
-        return f"  {label:<38} {medians[key]:6.2f} s  {spread:<13} {note}"
+        return median_line(label, runs[key], note, width=38)
 
     print(f"recovery, median [range] of {RUNS} runs (machine: {os.cpu_count()} cores, shared and noisy)")
     print(line("3-member bootstrap (reference)", "bootstrap_s"))

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster import Timing
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, MemberLaunch
+from bench.report import median_line
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
 from tests.harness.etcd_versions import built_or_skip, pinned
@@ -168,9 +169,7 @@ def main() -> None:
     }
 
     def line(label: str, key: str, note: str = "") -> str:
-        values = runs[key]
-        spread = f"[{min(values):.2f}..{max(values):.2f}]"
-        return f"  {label:<46} {medians[key]:6.2f} s  {spread:<13} {note}"
+        return median_line(label, runs[key], note, width=46)
 
     print(f"upgrade {OLD} -> {NEW}, median [range] of {RUNS} runs ({os.cpu_count()} cores, shared and noisy)")
     print(line("one member restarted on the new version", "one_member_restart_s"))
