@@ -36,7 +36,7 @@ from actors.errors import EtcdError, StoreError
 from actors.model import BackupSpec, duration_seconds
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
-from supervisor.runtime import ChildSpec
+from supervisor.runtime import ChildSpec, leaf_exceptions
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ IDLE_LOOK = 5.0  # how often a cluster without deltaPeriod (or without a base ye
 MAX_CHUNK_CHANGES = 10_000
 RETRY = Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.1)
 PROGRESS_WAIT = 5.0  # for the answer to a progress request before a chunk is cut
+QUIET_LIMIT = 20.0  # no batch at all, progress asked for: the watch is reopened
 
 
 @define
@@ -64,7 +65,10 @@ class DeltaFollower:
                 await trio.sleep(IDLE_LOOK)
                 continue
             try:
-                await self._follow(spec)
+                try:
+                    await self._follow(spec)
+                except BaseExceptionGroup as group:  # the watch's nursery wraps what ended it
+                    raise _sole(group) from None
                 failures = 0
             except HistoryCompacted as exc:
                 await self._full_backup(spec, str(exc))
@@ -98,20 +102,25 @@ class DeltaFollower:
             pending: list[Change] = []
             covered = start
             deadline = trio.current_time() + period
+            heard = trio.current_time()
             while self._unchanged(spec):
                 with trio.move_on_at(deadline):
                     while len(pending) < MAX_CHUNK_CHANGES:
                         batch = await batches.__anext__()
                         pending.extend(batch.changes)
-                        covered = batch.revision
+                        covered, heard = batch.revision, trio.current_time()
                 if trio.current_time() >= deadline:
                     # Up to where has etcd delivered? A quiet period still moves the chunk's end.
                     await stream.request_progress()
                     with trio.move_on_after(PROGRESS_WAIT):
                         batch = await batches.__anext__()
                         pending.extend(batch.changes)
-                        covered = batch.revision
+                        covered, heard = batch.revision, trio.current_time()
                     deadline = trio.current_time() + period
+                    if trio.current_time() - heard > QUIET_LIMIT:
+                        # Not even a progress answer: a stream stuck on a member that is gone.
+                        # Open a new watch from where the stored chunks end.
+                        raise EtcdError(f"the watch answered nothing for {QUIET_LIMIT:.0f}s")
                 if covered > start:
                     await self._write(spec, start + 1, covered, pending)
                     start, pending = covered, []
@@ -156,6 +165,11 @@ class DeltaFollower:
         await self.context.ports.events.record(
             self.context.ref, reason=reason, message=message, warning=warning
         )
+
+
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaves = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def delta_child(

@@ -40,6 +40,7 @@ WATCH_METHOD = "/etcdserverpb.Watch/Watch"
 # Between attempts on the endpoints after a failure: quick at first, then at most every 2 s.
 RECONNECT = Backoff(initial=0.05, maximum=2.0, multiplier=2.0, jitter=0.1)
 _QUEUE = 64  # responses in flight between the stream and the consumer
+PROGRESS_SEND_LIMIT = 2.0
 
 
 class WatchCompacted(Compacted):
@@ -129,10 +130,13 @@ class Watch:
         stream = self._stream
         if stream is not None:
             request = pb.WatchRequest(progress_request=pb.WatchProgressRequest())
-            try:
-                await run_asyncio(stream.send_message, request)
-            except Exception:  # the stream broke meanwhile; the follower reconnects
-                pass
+            # A stream whose member just died can block a send until its connection times out:
+            # the follower notices the break by itself, so this never waits long.
+            with trio.move_on_after(PROGRESS_SEND_LIMIT):
+                try:
+                    await run_asyncio(stream.send_message, request)
+                except Exception:  # the stream broke meanwhile; the follower reconnects
+                    pass
 
     async def follow(self) -> None:
         """Deliver batches until cancelled or a failure no endpoint can mend."""
@@ -185,6 +189,13 @@ class Watch:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(pump_asyncio_iterator, self._client.stream_of(endpoint, responses), send)
                 async with receive:
+                    # A member that does not even confirm the watch (a connection to a process
+                    # that is gone) is given up for the next one.
+                    with trio.move_on_after(self._client.call_timeout) as confirming:
+                        first = await receive.receive()
+                    if confirming.cancelled_caught:
+                        raise EtcdUnavailable("the watch was not confirmed in time", endpoint=endpoint.url)
+                    await self._deliver(first, endpoint)
                     async for response in receive:
                         await self._deliver(response, endpoint)
         except BaseExceptionGroup as group:
