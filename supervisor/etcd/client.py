@@ -63,6 +63,12 @@ _SNAPSHOT_QUEUE = 8
 _HASH_IN_THREAD = 64 * 1024
 
 
+# A read (it changes nothing, so repeating it is safe) goes round the endpoints this many times,
+# pausing ROUND_PAUSE, then twice that, in between: a leader change refuses it everywhere at once.
+READ_ROUNDS = 3
+ROUND_PAUSE = 0.05
+
+
 def _retry_anywhere(error: EtcdError) -> bool:
     """For reads and idempotent writes: any unavailability is worth another endpoint."""
     return isinstance(error, EtcdUnavailable)
@@ -147,28 +153,35 @@ class EtcdClient:
         time_limit: float | None = None,
         retry: Callable[[EtcdError], bool] = _retry_anywhere,
         authenticated: bool = True,
+        rounds: int = 1,
     ) -> T:
         """Run ``call(channel, metadata, seconds_left)`` on one endpoint after another until one answers.
 
-        ``time_limit`` (default ``call_timeout``) bounds all attempts together.
+        ``time_limit`` (default ``call_timeout``) bounds all attempts together. ``rounds`` > 1
+        goes round the endpoints again after a short pause, for calls that are safe to repeat:
+        while leadership moves, every member can refuse a linearizable read for a moment.
         """
         budget = self.call_timeout if time_limit is None else time_limit
         deadline = trio.current_time() + budget
         targets = [Endpoint.parse(endpoint)] if endpoint else list(self._endpoints)
         last_error: EtcdError | None = None
-        for attempt, target in enumerate(targets):
-            remaining = deadline - trio.current_time()
-            if remaining <= 0:
-                break
-            # A black-holed endpoint must not eat the whole deadline: leave the others a share.
-            share = remaining / (len(targets) - attempt)
-            try:
-                return await self._attempt(target, call, share, authenticated)
-            except EtcdError as error:
-                if not retry(error) or endpoint:
-                    raise
-                last_error = error
-                self._demote(target.url)
+        for round_ in range(rounds):
+            if round_:
+                pause = ROUND_PAUSE * 2 ** (round_ - 1)
+                await trio.sleep(min(pause, max(0.0, deadline - trio.current_time())))
+            for attempt, target in enumerate(targets):
+                remaining = deadline - trio.current_time()
+                if remaining <= 0:
+                    break
+                # A black-holed endpoint must not eat the whole deadline: leave the others a share.
+                share = remaining / (len(targets) - attempt)
+                try:
+                    return await self._attempt(target, call, share, authenticated)
+                except EtcdError as error:
+                    if not retry(error) or endpoint:
+                        raise
+                    last_error = error
+                    self._demote(target.url)
         if last_error is not None:
             raise last_error
         raise EtcdTimeout(f"no endpoint answered within {budget:.1f}s")
@@ -248,7 +261,9 @@ class EtcdClient:
         self, key: bytes, range_end: bytes = b"", *, limit: int = 0, serializable: bool = False
     ) -> list[KeyValue]:
         request = pb.RangeRequest(key=key, range_end=range_end, limit=limit, serializable=serializable)
-        response = await self._call(lambda ch, md, t: pb.KvStub(ch).range(request, timeout=t, metadata=md))
+        response = await self._call(
+            lambda ch, md, t: pb.KvStub(ch).range(request, timeout=t, metadata=md), rounds=READ_ROUNDS
+        )
         return [wire.key_value(kv) for kv in response.kvs]
 
     async def delete(self, key: bytes, range_end: bytes = b"") -> int:
