@@ -10,7 +10,7 @@ from typing import TextIO
 
 import trio
 
-from actors.model import ClusterRef, ClusterStatus, MemberStatus
+from actors.model import ClusterRef, ClusterStatus, Condition, MemberStatus
 
 MEMBER_COLUMNS = ("MEMBER", "ROLE", "HEALTHY", "PID", "CLIENT URL", "ID")
 CLEAR_AND_HOME = "\x1b[H\x1b[2J"
@@ -53,8 +53,7 @@ def _render_cluster(
         lines += _columns(rows, width, indent="  ")
     else:
         lines.append(_clip("  (no members yet)", width))
-    degraded = [c for c in status.conditions if c.status == "True" and c.type not in ("Ready", "Available")]
-    for condition in degraded:
+    for condition in filter(_needs_attention, status.conditions):
         lines.append(_clip(f"  ! {condition.type}: {condition.reason} {condition.message}".rstrip(), width))
     if env_command is not None and status.members:
         lines.append(f"  etcdctl: {env_command(ref)}")
@@ -154,3 +153,12 @@ class StatusBoard:
             await trio.sleep(max(0.0, self._last_draw + self._min_interval - time.monotonic()))
             if self._pending:
                 self.flush()
+
+
+# Conditions that say something good when True; the others (Degraded, Progressing, Upgrading)
+# say something worth a look when True.
+GOOD_WHEN_TRUE = frozenset({"Ready", "Available", "SpaceAvailable", "BackupHealthy"})
+
+
+def _needs_attention(condition: Condition) -> bool:
+    return (condition.status == "True") != (condition.type in GOOD_WHEN_TRUE)

@@ -130,3 +130,20 @@ async def test_the_board_shows_file_problems_until_replaced() -> None:
     )
     board.show_problems([])
     assert "! cannot use" not in out.getvalue().rsplit("--- ", 1)[1]
+
+
+def test_only_conditions_that_need_attention_are_flagged() -> None:
+    conditions = (
+        Condition("Available", "True", "QuorumHealthy", ""),
+        Condition("SpaceAvailable", "True", "WithinQuota", "quota 2048.0 MiB"),
+        Condition("BackupHealthy", "False", "BackupsFailing", "3 backups failed in a row"),
+        Condition("Upgrading", "True", "RollingOut", "demo-1 next"),
+        Condition("Degraded", "False", "AllMembersHealthy", ""),
+    )
+    status = ClusterStatus(phase=Phase.RUNNING, conditions=conditions)
+    lines = render_status_table({DEMO: status}, width=200).splitlines()
+    flagged = [line.strip() for line in lines if "!" in line]
+    assert flagged == [
+        "! BackupHealthy: BackupsFailing 3 backups failed in a row",
+        "! Upgrading: RollingOut demo-1 next",
+    ]
