@@ -32,7 +32,10 @@ def restart_delay(consecutive_failures: int) -> float:
 
 def exit_story(r: RuntimeMember) -> str:
     """ "exited with code 1 (etcd: ...)": what the status and Events say about a stopped member."""
-    story = "exited" if r.exit_code is None else f"exited with code {r.exit_code}"
+    if r.exit_code is not None:
+        story = f"exited with code {r.exit_code}"
+    else:  # still waiting to start (an image that cannot be pulled), or gone without a code
+        story = "cannot start" if r.state is ProcessState.STARTING else "exited"
     if r.last_error:
         story += f" ({r.last_error})"
     if r.consecutive_failures > 1:

@@ -108,10 +108,39 @@ def pod_exit_code(pod: Mapping[str, Any] | None) -> int | None:
     return int(code) if code is not None else None
 
 
-def pod_last_error(pod: Mapping[str, Any] | None) -> str:
-    """The etcd container's termination message: with FallbackToLogsOnError, the log's tail."""
+# Why a container is waiting when it cannot start at all: no attempt will get further until
+# the spec changes (the image's tag, say). Other waiting reasons (ContainerCreating) pass.
+START_FAILURES = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+
+
+def start_failure(pod: Mapping[str, Any] | None) -> str:
+    """Why the etcd container cannot start ("ImagePullBackOff: ..."); "" when nothing stops it."""
     if pod is None:
         return ""
+    waiting = (_etcd_container_status(pod).get("state") or {}).get("waiting") or {}
+    reason = str(waiting.get("reason") or "")
+    if reason not in START_FAILURES:
+        return ""
+    message = str(waiting.get("message") or "").strip()
+    return (f"{reason}: {message}" if message else reason)[:300]
+
+
+def pod_last_error(pod: Mapping[str, Any] | None) -> str:
+    """The etcd container's termination message (with FallbackToLogsOnError, the log's tail),
+    or why it cannot start at all."""
+    if pod is None:
+        return ""
+    if failure := start_failure(pod):
+        return failure
     terminated = (_etcd_container_status(pod).get("state") or {}).get("terminated") or {}
     lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else str(terminated.get("reason") or "")
@@ -155,6 +184,10 @@ def consecutive_failures(pod: Mapping[str, Any] | None) -> int:
         return failures_after(pod)
     if pod_state(pod) is ProcessState.RUNNING:
         return 0
+    if start_failure(pod):
+        # A pod that cannot start its container (an image that cannot be pulled) has failed
+        # as surely as one that exited: a rollout to that image stops and says why.
+        return max(1, pod_failures(pod))
     return pod_failures(pod)
 
 

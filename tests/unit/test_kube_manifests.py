@@ -10,10 +10,17 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, ResourceSpec
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, ResourceSpec, RuntimeMember
+from actors.plan.restart import exit_story
 from supervisor.cli import build_parser
 from supervisor.kube import manifests as m
-from supervisor.kube.runtime import consecutive_failures, failures_after, member_ref, pod_state
+from supervisor.kube.runtime import (
+    consecutive_failures,
+    failures_after,
+    member_ref,
+    pod_last_error,
+    pod_state,
+)
 from supervisor.kube.tls import generate_cluster_tls
 
 REF = ClusterRef("prod", "main")
@@ -332,6 +339,29 @@ def test_crash_counting_across_replacement_pods() -> None:
     assert consecutive_failures(pod("Running", ready=True, failures=4)) == 0
     assert consecutive_failures(pod("Pending", failures=4)) == 4
     assert consecutive_failures(pod("Failed", failures=4)) == 5
+
+
+def test_a_pod_whose_image_cannot_be_pulled_counts_as_failing_to_start() -> None:
+    stuck = pod("Pending")
+    stuck["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "etcd:v9.9.9"'}
+    }
+    assert pod_state(stuck) is ProcessState.STARTING  # still waiting: nothing restarts it
+    assert consecutive_failures(stuck) == 1
+    assert pod_last_error(stuck) == 'ImagePullBackOff: Back-off pulling image "etcd:v9.9.9"'
+    member = RuntimeMember(
+        "main-1",
+        m.member_urls(REF, "main-1", tls=True),
+        pod_state(stuck),
+        True,
+        consecutive_failures=consecutive_failures(stuck),
+        last_error=pod_last_error(stuck),
+    )
+    # What the Upgrading condition and Events then say of it.
+    assert exit_story(member) == 'cannot start (ImagePullBackOff: Back-off pulling image "etcd:v9.9.9")'
+    creating = pod("Pending")
+    creating["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "ContainerCreating"}}
+    assert consecutive_failures(creating) == 0 and pod_last_error(creating) == ""
 
 
 def test_member_ref_reads_our_labels_only() -> None:
