@@ -40,6 +40,9 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
     lagging = _lagging(observed)
     if lagging:
         return Wait(f"rolling restart waits for {', '.join(lagging)} to catch up")
+    answering_old = _answering_old_version(spec, observed, outdated)
+    if answering_old:
+        return Wait(f"rolling restart waits for {', '.join(answering_old)} to answer on etcd {spec.version}")
     downgrade = _downgrade_first(spec, observed)
     if downgrade is not None:
         return downgrade
@@ -87,6 +90,18 @@ def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade |
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
+
+
+def _answering_old_version(spec: ClusterSpec, observed: Observed, outdated: set[str]) -> list[str]:
+    """Members already restarted whose latest answer still names another etcd version: that
+    answer came from the process before the restart (a probe stays fresh for a few seconds),
+    so it says nothing about the new one yet."""
+    wanted = spec.version.split("-")[0]  # an image tag may carry a suffix; etcd reports x.y.z
+    return sorted(
+        name
+        for name, h in observed.health.items()
+        if h is not None and h.version and name not in outdated and h.version != wanted
+    )
 
 
 def _lagging(observed: Observed) -> list[str]:
