@@ -141,3 +141,14 @@ def test_the_cluster_version_is_the_lowest_members_minor_or_the_downgrade_etcd_m
     lowered = {n: attrs.evolve(h, storage_version="3.5.0") for n, h in enabled.items()}
     assert version(lowered) == "3.5.0"
     assert version({**health, "demo-2": None}) == ""  # a member not answering: unknown
+
+
+def test_a_restarted_member_counts_only_once_it_answers_on_the_new_version():
+    runtime, members, health = cluster(3, leader=0)
+    # demo-2 was restarted, but the latest answer is still its old process's (fresh for seconds).
+    health = {n: attrs.evolve(h, version="3.5.35") for n, h in health.items()}
+    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+    assert step == Wait("rolling restart waits for demo-2 to answer on etcd 3.6.16")
+    health["demo-2"] = attrs.evolve(health["demo-2"], version="3.6.16")
+    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+    assert isinstance(step, RollMember) and step.name == "demo-1"
