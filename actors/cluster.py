@@ -30,6 +30,7 @@ from actors.backup.health import BackupReport
 from actors.errors import EtcdError, StepFailed
 from actors.holdoff import HoldOff
 from actors.maintenance.board import MaintenanceBoard
+from actors.maintenance.revisions import RevisionSamples, periodic_retention_seconds
 from actors.member import MemberActor, MemberProbed, Probe
 from actors.member_times import MemberTimes
 from actors.model import (
@@ -262,6 +263,9 @@ class ClusterActor(Actor[ClusterMessage]):
         # the survivor's), and the latest recovery, for the status. Memory: a restarted actor
         # learns the revision again from the members, and the Events keep every recovery.
         self._revision_seen = 0
+        # The revision a periodic autoCompaction's retention ago, for a NOSPACE recovery's first
+        # compaction; a restarted actor samples afresh (and keeps all history until it can tell).
+        self._revisions = RevisionSamples()
         self._last_recovery: LastRecovery | None = None
 
     async def on_start(self) -> None:
@@ -295,6 +299,8 @@ class ClusterActor(Actor[ClusterMessage]):
         if health is not None:
             self._times.answered(name, now)
             self._revision_seen = max(self._revision_seen, health.revision)
+            window = periodic_retention_seconds(self._desired().resource.spec.maintenance)
+            self._revisions = self._revisions.record(now, health.revision, window)
         return before is None or _picture(before[0]) != _picture(health)
 
     async def on_drained(self) -> None:
@@ -348,6 +354,7 @@ class ClusterActor(Actor[ClusterMessage]):
             maintenance=self._reports.maintenance.round,
             unreachable_for=self._times.unreachable_for(now),
             revision_seen=self._revision_seen,
+            revision_ages=self._revisions.ages(now),
             newest_verified_backup=self._newest_verified_backup(),
             deltas_reach=self._reports.deltas_reach,
         )
@@ -427,6 +434,7 @@ class ClusterActor(Actor[ClusterMessage]):
         if isinstance(step, QuorumRecovery):
             self._last_recovery = step.outcome(time.time())
             self._revision_seen = step.revision  # the recovered history is the one to follow now
+            self._revisions = RevisionSamples()
         await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
 

@@ -50,6 +50,9 @@ class Observed:
     # The highest store revision any member reported to this cluster actor: what the cluster had
     # reached as far as the supervisor knows (a quorum loss may cost what came after it).
     revision_seen: int = 0
+    # (seconds ago, revision) samples of the store revision, oldest first, a tenth of a periodic
+    # autoCompaction's retention apart (actors/maintenance/revisions.py); empty without one.
+    revision_ages: tuple[tuple[float, int], ...] = ()
     # The newest verified backup the backup actor reported (the last resort when all data is lost).
     newest_verified_backup: LastBackup | None = None
     # The last revision the delta backups reach from a verified snapshot (0: none).

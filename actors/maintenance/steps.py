@@ -40,25 +40,50 @@ class CompactForSpace(_Noted):
     """NOSPACE recovery, first step: compact the history, then defragment every member."""
 
     keep_revisions: int | None  # autoCompaction's revision retention, kept on a first try
+    # A periodic retention kept on a first try: compact up to this revision, the newest seen at
+    # least `retention` ago (0: none seen that long ago, so nothing is compacted). None: no limit.
+    up_to: int | None = None
+    retention: str = ""  # the periodic retention, for the Event
     event_reason: ClassVar[str] = "HistoryCompacted"
 
     async def execute(self, ctx: ActionContext) -> None:
         current = await ctx.admin.revision(ctx.endpoints)
-        keep = self.keep_revisions or 0
-        target = current - keep if 0 < keep < current else current
-        await ctx.admin.compact(ctx.endpoints, target)
+        target = self._target(current)
+        if target > 0:
+            await ctx.admin.compact(ctx.endpoints, target)
         members = frozenset(ctx.observed.name_of(m) for m in ctx.observed.voters())
         ctx.maintenance.restart_recovery(
             DefragRound("NOSPACE alarm", members, for_space=True, compacted_fully=target == current)
         )
-        kept = f", keeping the last {keep} revisions" if target != current else ""
+        if target <= 0:
+            self.note(
+                f"NOSPACE alarm: no revision is known to be {self.retention} old yet, so the whole "
+                "history (autoCompaction's retention) is kept on a first try; defragmenting next"
+            )
+            return
+        kept = f", keeping {self._kept()}" if target != current else ""
         self.note(f"NOSPACE alarm: compacted the history to revision {target}{kept}; defragmenting next")
+
+    def _target(self, current: int) -> int:
+        if self.up_to is not None:
+            return min(self.up_to, current)
+        keep = self.keep_revisions or 0
+        return current - keep if 0 < keep < current else current
+
+    def _kept(self) -> str:
+        if self.up_to is not None:
+            return f"the last {self.retention} of history"
+        return f"the last {self.keep_revisions} revisions"
 
     def describe(self) -> str:
         return self.told("compacted the history (NOSPACE alarm)")
 
     def progress(self) -> str:
-        how = f"keeping {self.keep_revisions} revisions" if self.keep_revisions else "to the current revision"
+        how = (
+            f"keeping {self._kept()}"
+            if self.keep_revisions or self.up_to is not None
+            else "to the current revision"
+        )
         return f"NOSPACE alarm: compacting the history {how}"
 
 

@@ -1,7 +1,7 @@
 """Defragmentation rounds and NOSPACE recovery, one member at a time.
 
 The defrag actor starts ordinary rounds; a NOSPACE alarm starts a recovery here: compact the
-history (keeping autoCompaction's revision retention on a first try), defragment every member,
+history (keeping autoCompaction's retention on a first try), defragment every member,
 and disarm once the largest database leaves room under the quota. If it does not even after
 compacting everything, say so once and stop: raising the quota is the user's fix (the members
 are restarted with it one at a time, then the alarm is disarmed).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from actors.actions import Step, Wait
 from actors.maintenance.board import DefragRound
+from actors.maintenance.revisions import periodic_retention_seconds, revision_at_least
 from actors.maintenance.steps import (
     CompactForSpace,
     DefragMember,
@@ -36,7 +37,7 @@ def maintain(spec: ClusterSpec, observed: Observed) -> Step | None:
     if round_ is not None and round_.for_space:
         return _recover(spec, observed, round_)
     if observed.nospace():
-        return CompactForSpace(_retention_revisions(spec))
+        return _first_compaction(spec, observed)
     if round_ is not None:
         return _defrag_next(spec, observed, round_)
     return None
@@ -103,8 +104,17 @@ def _blocked(spec: ClusterSpec, observed: Observed) -> str | None:
     return None
 
 
-def _retention_revisions(spec: ClusterSpec) -> int | None:
+def _first_compaction(spec: ClusterSpec, observed: Observed) -> CompactForSpace:
+    """Compact keeping autoCompaction's retention; without one, everything."""
     compaction = spec.maintenance.auto_compaction
-    if compaction is None or compaction.mode is not CompactionMode.REVISION:
-        return None  # a periodic retention names a time, not a revision: compact everything
-    return int(compaction.retention)
+    if compaction is None:
+        return CompactForSpace(None)
+    if compaction.mode is CompactionMode.REVISION:
+        return CompactForSpace(int(compaction.retention))
+    window = periodic_retention_seconds(spec.maintenance)
+    assert window is not None
+    # Up to the newest revision seen at least the retention ago; none seen that long ago (the
+    # supervisor started since) keeps the whole history: etcd's own periodic compactor may have
+    # freed space that defragmenting alone gives back.
+    up_to = revision_at_least(observed.revision_ages, window)
+    return CompactForSpace(None, up_to=up_to or 0, retention=compaction.retention)

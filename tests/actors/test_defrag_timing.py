@@ -9,7 +9,14 @@ import trio
 from actors.errors import EtcdUnavailable
 from actors.fleet import open_fleet
 from actors.maintenance.actor import defrag_child
-from actors.model import ClusterResource, ClusterSpec, DefragSpec, MaintenanceSpec
+from actors.model import (
+    AutoCompactionSpec,
+    ClusterResource,
+    ClusterSpec,
+    CompactionMode,
+    DefragSpec,
+    MaintenanceSpec,
+)
 from tests.actors.world import REF, TIMING, MemoryWorld, ports
 
 MiB = 2**20
@@ -53,7 +60,11 @@ class MaintainedWorld(MemoryWorld):
 
 
 async def run(world: MaintainedWorld, defrag: DefragSpec, seconds: float) -> None:
-    spec = ClusterSpec(size=3, tls_enabled=False, maintenance=MaintenanceSpec(defrag=defrag))
+    await run_maintained(world, MaintenanceSpec(defrag=defrag), seconds)
+
+
+async def run_maintained(world: MaintainedWorld, maintenance: MaintenanceSpec, seconds: float) -> None:
+    spec = ClusterSpec(size=3, tls_enabled=False, maintenance=maintenance)
     child = defrag_child(clock=lambda: MIDNIGHT + trio.current_time(), wake_every=1.0)
     async with open_fleet(lambda r: ports(world), timing=TIMING, children=[child]) as fleet:
         await fleet.apply([ClusterResource(REF, spec)])
@@ -94,3 +105,70 @@ async def test_a_schedule_defragments_every_member_at_each_firing(autojump_clock
     assert [len(r) for r in rounds(world)] == [3, 3]
     assert 300 <= starts[0] < 310 and 600 <= starts[3] < 610  # at 00:05 and 00:10
     assert all(not led for r in rounds(world) for _, led in r)
+
+
+@attrs.define
+class FillingWorld(MaintainedWorld):
+    """Written at a revision a second until the NOSPACE alarm at `alarm_at` (writes refused
+    from then on) until it is disarmed; a compaction frees what `freed_by` says."""
+
+    alarm_at: float = 300.0
+    disarmed: bool = False
+    compactions: list = attrs.field(factory=list)  # (at, revision compacted to, current)
+    full_compaction_needed: bool = False  # only compacting everything brings the data under quota
+
+    def current(self) -> int:
+        return 100 + int(min(trio.current_time(), self.alarm_at))
+
+    async def member_health(self, client_url):
+        h = await super().member_health(client_url)
+        alarmed = trio.current_time() >= self.alarm_at and not self.disarmed
+        return attrs.evolve(h, revision=self.current(), alarms=("NOSPACE",) if alarmed else ())
+
+    async def revision(self, endpoints):
+        return self.current()
+
+    async def compact(self, endpoints, revision):
+        self.compactions.append((trio.current_time(), revision, self.current()))
+        if revision == self.current() or not self.full_compaction_needed:
+            self.db = {i: (size, 2 * MiB) for i, (size, _) in self.db.items()}
+
+    async def disarm_nospace(self, endpoints):
+        self.disarmed = True
+        return 1
+
+
+def periodic(retention: str, quota: str) -> MaintenanceSpec:
+    return MaintenanceSpec(
+        auto_compaction=AutoCompactionSpec(CompactionMode.PERIODIC, retention), quota_backend_bytes=quota
+    )
+
+
+async def test_nospace_keeps_a_periodic_retention_compacting_to_the_revision_seen_that_long_ago(
+    autojump_clock,
+):
+    world = FillingWorld(db={i: (15 * MiB, 15 * MiB) for i in (1, 2, 3)})
+    await run_maintained(world, periodic("60s", "16Mi"), seconds=400)
+    ((at, compacted_to, current),) = world.compactions
+    # What was written in the last minute before the compaction is kept (revision r was
+    # current at second r - 100); the sample found is at most a tenth of the retention older.
+    assert current - (60 + 6 + TIMING.tick) <= compacted_to <= 100 + int(at - 60) < current
+    assert world.disarmed
+    reasons = [reason for _, reason, _ in world.events]
+    assert reasons.count("MemberDefragmented") == 3 and "NospaceAlarmDisarmed" in reasons
+    (compacted,) = [message for _, reason, message in world.events if reason == "HistoryCompacted"]
+    assert f"revision {compacted_to}, keeping the last 60s of history" in compacted
+
+
+async def test_a_periodic_retention_that_frees_too_little_falls_back_to_compacting_everything(
+    autojump_clock,
+):
+    world = FillingWorld(db={i: (15 * MiB, 15 * MiB) for i in (1, 2, 3)}, full_compaction_needed=True)
+    # A retention longer than the supervisor has watched: the first try compacts nothing.
+    await run_maintained(world, periodic("1h", "16Mi"), seconds=400)
+    assert [(revision, current) for _, revision, current in world.compactions] == [(400, 400)]
+    assert world.disarmed
+    reasons = [reason for _, reason, _ in world.events]
+    assert reasons.count("HistoryCompacted") == 2 and reasons.count("MemberDefragmented") == 6, reasons
+    first = next(message for _, reason, message in world.events if reason == "HistoryCompacted")
+    assert "no revision is known to be 1h old yet" in first

@@ -4,11 +4,14 @@ A round is walked the way the cluster actor walks it: plan, carry the step's eff
 board and the facts, plan again.
 """
 
+import itertools
+
 import attrs
 
 from actors.actions import Wait
 from actors.maintenance.board import DefragRound, MaintenanceBoard
 from actors.maintenance.condition import space_condition
+from actors.maintenance.revisions import SAMPLES_PER_WINDOW, RevisionSamples, revision_at_least
 from actors.maintenance.steps import (
     CompactForSpace,
     DefragMember,
@@ -189,3 +192,47 @@ def test_a_raised_quota_rolls_out_before_the_alarm_is_disarmed():
     on_new = [attrs.evolve(r, config="new") for r in runtime]
     rolled = attrs.evolve(seen(board, on_new, members, health), desired=MemberConfig("new"))
     assert isinstance(maintain(raised, rolled), DisarmNospace)
+
+
+def periodic(retention: str, quota: str | None = None) -> ClusterSpec:
+    compaction = AutoCompactionSpec(CompactionMode.PERIODIC, retention)
+    return ClusterSpec(maintenance=MaintenanceSpec(auto_compaction=compaction, quota_backend_bytes=quota))
+
+
+def test_nospace_keeps_a_periodic_retention_on_the_first_try():
+    spec = periodic("1m")
+    alarmed = seen(MaintenanceBoard(), *facts(alarms=("NOSPACE",)))
+    # Samples 90, 65, 30 and 5 seconds old: the newest at least a minute old is kept whole.
+    ages = ((90.0, 400), (65.0, 500), (30.0, 600), (5.0, 700))
+    assert maintain(spec, attrs.evolve(alarmed, revision_ages=ages)) == CompactForSpace(
+        None, up_to=500, retention="1m"
+    )
+    # None that old yet (the supervisor started since): the whole history is kept on a first try.
+    young = attrs.evolve(alarmed, revision_ages=ages[2:])
+    assert maintain(spec, young) == CompactForSpace(None, up_to=0, retention="1m")
+
+
+def test_a_periodic_retention_that_frees_too_little_falls_back_to_compacting_everything():
+    spec = periodic("1m", quota="16Mi")
+    board = MaintenanceBoard()
+    board.begin(
+        DefragRound("NOSPACE alarm", frozenset(), for_space=True, sizes_after=(("demo-0", 15 * MiB),))
+    )
+    assert maintain(spec, seen(board, *facts(alarms=("NOSPACE",)))) == CompactForSpace(None)
+
+
+def test_revision_samples_are_a_tenth_of_the_retention_apart_and_bounded():
+    samples = RevisionSamples()
+    for second in range(0, 1000):
+        samples = samples.record(float(second), 10 * second, window=60.0)
+    ages = samples.ages(999.0)
+    assert len(ages) <= SAMPLES_PER_WINDOW + 2
+    assert all(older - newer >= 6 for (older, _), (newer, _) in itertools.pairwise(ages))
+    # The newest revision at least a minute old, within a tenth of the retention of it.
+    found = revision_at_least(ages, 60.0)
+    assert found is not None and 10 * (999 - 66) <= found <= 10 * (999 - 60)
+    assert revision_at_least(ages, 10_000.0) is None
+    # A lagging member's lower revision never moves the record back; no window keeps nothing.
+    newest = samples.samples[-1][1]
+    assert samples.record(2000.0, 5, window=60.0).samples[-1] == (2000.0, newest)
+    assert samples.record(2000.0, 5, window=None) == RevisionSamples()
