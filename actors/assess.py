@@ -40,10 +40,9 @@ def assess(
 ) -> ClusterStatus:
     """The status for `observed`, given the phase shown before and the next step.
 
-    `problem` is what was wrong with the user's latest edit: the cluster keeps its last good
-    spec and says so instead of its usual message. `backup` is what the backup actor reported,
-    for clusters with spec.backup (judged against `wall_clock`, default `now`). `failure` says
-    why a step that fails the cluster (a restore) failed: the phase is Failed until it works.
+    `problem`: what was wrong with the user's latest edit (the cluster keeps its last good spec and
+    says so). `backup`: the backup actor's report, for clusters with spec.backup (judged at `wall_clock`,
+    default `now`). `failure`: why a step that fails the cluster (a restore) failed; Failed until it works.
     """
     healthy_voters = observed.healthy_voters()
     quorum_ok = observed.has_quorum()
@@ -82,6 +81,7 @@ def assess(
         backup=(backup.status if backup else BackupStatus()) if spec.backup is not None else None,
         last_recovery=last_recovery,
         version=cluster_version(statuses, observed),
+        db_size=largest_db_size(statuses),
     )
 
 
@@ -119,6 +119,15 @@ def member_statuses(observed: Observed) -> tuple[MemberStatus, ...]:
                 MemberStatus(r.name, "", r.urls.peer_url, r.urls.client_url, Role.UNKNOWN, False, r.pid)
             )
     return tuple(sorted(statuses, key=lambda s: s.name))
+
+
+def largest_db_size(statuses: tuple[MemberStatus, ...]) -> str:
+    """The largest member database file as a Kubernetes quantity ("" while none is known)."""
+    largest = max((s.db_size or 0 for s in statuses), default=0)
+    if not largest:
+        return ""
+    gib = largest / 2**30
+    return f"{gib:.2f}Gi" if gib >= 1 else f"{largest / 2**20:.1f}Mi"
 
 
 def _db_sizes(observed: Observed, name: str) -> dict[str, int | None]:

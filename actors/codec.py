@@ -610,6 +610,8 @@ def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
     }
     if status.version:
         out["version"] = status.version
+    if status.db_size:
+        out["dbSize"] = status.db_size
     if status.backup is not None:
         out["backup"] = _backup_to_dict(status.backup)
     if status.last_recovery is not None:

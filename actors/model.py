@@ -428,6 +428,9 @@ class ClusterStatus:
     last_recovery: LastRecovery | None = None
     # The cluster version: what every member speaks, MAJOR.MINOR.0 ("" while unknown).
     version: str = ""
+    # The largest member database file as a quantity ("180.2Mi"): what the quota is measured
+    # against, for `kubectl get -o wide` ("" while no member reported one).
+    db_size: str = ""
 
 
 # --- what the member runtime reports ---------------------------------------------------------

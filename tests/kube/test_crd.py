@@ -410,3 +410,15 @@ def test_printer_columns_short_name_and_category(server: KubeAPIServer, kube_nam
         # The category holds EtcdBackups too, so kubectl names each row's kind there.
         name = "etcdcluster.etcd.io/pc" if resource == "etcd" else "pc"
         assert lines[1].split()[:6] == [name, "Scaling", "4", "5", "3.5.17", "3.4.0"], resource
+
+
+def test_the_database_size_column_shows_in_the_wide_listing(
+    server: KubeAPIServer, kube_namespace: str
+) -> None:
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("db", {"size": 3}))
+    set_status(server, kube_namespace, "db", {"phase": "Running", "readyReplicas": 3, "dbSize": "180.2Mi"})
+    narrow = server.kubectl("get", "etcdclusters", "-n", kube_namespace).stdout.splitlines()
+    assert "DB" not in narrow[0].split()  # priority 1: only with -o wide
+    wide = server.kubectl("get", "etcdclusters", "-n", kube_namespace, "-o", "wide").stdout.splitlines()
+    column = wide[0].index("DB")  # kubectl aligns the columns (an empty one has no word)
+    assert wide[1][column:].split()[0] == "180.2Mi", wide

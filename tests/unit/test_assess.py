@@ -1,7 +1,10 @@
 """assess(): the status a cluster shows, from hand-built observations."""
 
+import attrs
+
 from actors.actions import AddLearner, StartMember
 from actors.assess import assess, carry_transition_times
+from actors.codec import status_to_dict
 from actors.model import ClusterSpec, Condition, Phase, Role
 from tests.unit.facts import EXITED, cluster, hl, observed, rt
 
@@ -83,3 +86,14 @@ def test_a_transition_time_holds_while_the_status_holds_and_moves_when_it_flips(
     # A stored condition without a time (never stamped) does not pin 1970 on the new one.
     unstamped = carry_transition_times((Condition("Degraded", "False", "x"),), before, 77.0)
     assert unstamped[0].last_transition_time == 77.0
+
+
+def test_the_largest_member_database_is_the_clusters_db_size():
+    runtime, members, health = cluster(3)
+    health["demo-1"] = attrs.evolve(health["demo-1"], db_size=180 * 2**20 + 2**19)
+    health["demo-2"] = attrs.evolve(health["demo-2"], db_size=3 * 2**30)
+    assert status(3, (runtime, members, health), Phase.RUNNING, None).db_size == "3.00Gi"
+    del health["demo-2"]  # unreachable: its size is unknown
+    shown = status(3, (runtime, members, health), Phase.RUNNING, None)
+    assert shown.db_size == "180.5Mi" and status_to_dict(shown)["dbSize"] == "180.5Mi"
+    assert status(3, (runtime, members, {}), Phase.RUNNING, None).db_size == ""
