@@ -6,12 +6,18 @@ few seconds without a request to the API server. Each step's status goes to the 
 subresource, and a phase change is an Event on the EtcdBackup (`kubectl describe etcdbackup`).
 What was reported is remembered until the watch shows it, so a finished backup is never
 taken twice. An EtcdBackup the CRD let through but the codec refuses is Failed with the reason.
+
+An EtcdBackup of a cluster that does not exist waits, saying so, for ORPHAN_AFTER from its
+creation (a manifest may create both, the backup first), then is Failed naming the cluster: it
+would otherwise stay Pending for ever with nobody to take it.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -45,6 +51,10 @@ _EVENT_REASONS = {
 }
 
 
+ORPHAN_AFTER = 120.0  # seconds an EtcdBackup may name a cluster that does not exist (yet)
+SWEEP_EVERY = 15.0  # how often backups of missing clusters are looked at
+
+
 def backup_path(namespace: str, name: str) -> str:
     return f"{ETCD_BACKUPS.path(namespace)}/{name}"
 
@@ -59,20 +69,45 @@ def _created(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('creationTimestamp', '')}/{meta.get('name', '')}"
 
 
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))
+
+
+def _created_at(obj: Mapping[str, Any]) -> float:
+    stamp = str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return dt.datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return 0.0  # no time to go by: as old as can be
+
+
 class KubeBackupRequests:
     """BackupRequests over EtcdBackup objects; `run` (the watch) must be running."""
 
-    def __init__(self, client: KubeClient, events: KubeEventSink, namespaces: list[str] | None) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        events: KubeEventSink,
+        namespaces: list[str] | None,
+        *,
+        orphan_after: float = ORPHAN_AFTER,
+        sweep_every: float = SWEEP_EVERY,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._client = client
         self._events = events
         self._watchers = watchers_for(client, ETCD_BACKUPS, namespaces)
         # uid -> the status last written, ahead of what the watch has shown.
         self._reported: dict[str, EtcdBackupStatus] = {}
+        self._orphan_after = orphan_after
+        self._sweep_every = sweep_every
+        self._clock = clock
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         send, receive = trio.open_memory_channel[WatchEvent](64)
         async with trio.open_nursery() as nursery:
             await nursery.start(run_watchers, self._watchers, send)
+            nursery.start_soon(self._sweep_orphans)
             task_status.started()
             async with receive:
                 async for event in receive:
@@ -95,11 +130,37 @@ class KubeBackupRequests:
             )
             await self.report(backup, EtcdBackupStatus(BackupPhase.FAILED, message=f"invalid: {exc}"))
 
-    def _backups(self, namespace: str) -> list[EtcdBackup]:
+    async def _sweep_orphans(self) -> None:
+        while True:
+            await trio.sleep(self._sweep_every)
+            try:
+                await self._fail_orphans()
+            except KubeError as exc:  # the API server is away: look again next time
+                log.warning("backups of missing clusters not checked: %s", exc)
+
+    async def _fail_orphans(self) -> None:
+        created = {_uid(o): _created_at(o) for w in self._watchers for o in w.snapshot()}
+        for backup in self._backups(None):
+            if backup.status.phase is not BackupPhase.PENDING:
+                continue
+            missing = f"no EtcdCluster {backup.spec.cluster_name} in namespace {backup.namespace}"
+            waiting_message = f"waiting: {missing} (yet)"
+            if await self._client.get_or_none(m.cluster_path(backup.cluster)) is not None:
+                if backup.status.message == waiting_message:  # it came: the wait is over
+                    await self.report(backup, EtcdBackupStatus(BackupPhase.PENDING))
+                continue
+            if self._clock() - created.get(backup.uid, 0.0) >= self._orphan_after:
+                failed = EtcdBackupStatus(BackupPhase.FAILED, completion_time=self._clock(), message=missing)
+                await self.report(backup, failed)
+            elif backup.status.message != waiting_message:
+                await self.report(backup, EtcdBackupStatus(BackupPhase.PENDING, message=waiting_message))
+
+    def _backups(self, namespace: str | None) -> list[EtcdBackup]:
+        """Oldest first, in `namespace` (None: all), with the status last written."""
         objs = [o for w in self._watchers for o in w.snapshot()]
         out = []
         for obj in sorted(objs, key=_created):
-            if (obj.get("metadata") or {}).get("namespace") != namespace:
+            if namespace is not None and (obj.get("metadata") or {}).get("namespace") != namespace:
                 continue
             try:
                 backup = parse_etcd_backup(_document(obj))

@@ -110,3 +110,42 @@ async def test_the_operator_queues_backups_oldest_first_and_writes_their_status_
         await admin.delete(backup_path(kube_namespace, "second"))
         await requests.report(second, EtcdBackupStatus(BackupPhase.FAILED, message="gone"))
         nursery.cancel_scope.cancel()
+
+
+async def test_a_backup_of_a_missing_cluster_waits_for_it_then_fails_naming_it(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    path = f"/apis/etcd.io/v1alpha1/namespaces/{kube_namespace}/etcdbackups"
+    clusters = f"/apis/etcd.io/v1alpha1/namespaces/{kube_namespace}/etcdclusters"
+    async with clients(kube_crds, operator_kubeconfig) as (op, admin), trio.open_nursery() as nursery:
+        requests = KubeBackupRequests(
+            op, KubeEventSink(op), [kube_namespace], orphan_after=8.0, sweep_every=0.3
+        )
+        nursery.start_soon(requests.run)
+        for name, cluster in (("ghost", "nowhere"), ("early", "late")):
+            await admin.create(path, json.loads(backup(name, {"clusterName": cluster})))
+
+        async def status(name: str) -> dict[str, Any]:
+            return (await admin.get(backup_path(kube_namespace, name))).get("status") or {}
+
+        # Both wait, saying for what; one cluster then comes and its backup's wait is over ...
+        for name, cluster in (("ghost", "nowhere"), ("early", "late")):
+            waiting = f"waiting: no EtcdCluster {cluster} in namespace {kube_namespace} (yet)"
+            await eventually(
+                lambda n=name: status(n), lambda s, w=waiting: s.get("message") == w, within=30, what=name
+            )
+        cluster = {"apiVersion": "etcd.io/v1alpha1", "kind": "EtcdCluster", "metadata": {"name": "late"}}
+        await admin.create(clusters, {**cluster, "spec": {"size": 3}})
+        await eventually(lambda: status("early"), lambda s: not s.get("message"), within=30, what="early")
+        # ... the other fails once the grace is over, naming the cluster, with a warning Event.
+        failed = await eventually(
+            lambda: status("ghost"), lambda s: s.get("phase") == "Failed", within=60, what="ghost failed"
+        )
+        assert failed["message"] == f"no EtcdCluster nowhere in namespace {kube_namespace}"
+        assert (await status("early")).get("phase", "Pending") == "Pending"
+        events = await admin.get(
+            f"/api/v1/namespaces/{kube_namespace}/events",
+            query={"fieldSelector": "involvedObject.kind=EtcdBackup,involvedObject.name=ghost"},
+        )
+        assert [(e["reason"], e["type"]) for e in events["items"]] == [("BackupFailed", "Warning")]
+        nursery.cancel_scope.cancel()
