@@ -9,17 +9,19 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Mapping
 from pathlib import Path
 
 from actors.backup.actor import RETRY, WAKE_EVERY, BackupPorts, backup_child
-from actors.backup.ports import BackupRequests
-from actors.cluster import ChildFactory
+from actors.backup.ports import BackupRequests, SnapshotVerifier
+from actors.backup.records import KvHash
+from actors.cluster import ChildFactory, ClusterContext
 from actors.model import StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier
+from supervisor.runtime import ChildSpec
 from supervisor.stores.credentials import local_credentials
 from supervisor.stores.factory import open_store
 
@@ -47,9 +49,36 @@ def local_backups(
 ) -> ChildFactory:
     open_for = local_store_opener(manifest_dir, environ)
     try:
-        verifier: ScratchVerifier | None = ScratchVerifier(scratch_dir, runtime.etcd_binary)
+        ScratchVerifier(scratch_dir, runtime.etcd_binary)  # etcdutl is there, or say so once
     except FileNotFoundError as exc:
         log.warning("%s; backups will be stored unverified", exc, extra={"event": "backup"})
-        verifier = None
-    ports = BackupPorts(open_for, verifier, clock, requests)
-    return backup_child(ports, wake_every=wake_every, retry=retry)
+        return backup_child(BackupPorts(open_for, None, clock, requests), wake_every=wake_every, retry=retry)
+
+    def child(context: ClusterContext) -> ChildSpec:
+        verifier = SpecVersionVerifier(runtime, scratch_dir, lambda: context.desired().resource.spec.version)
+        ports = BackupPorts(open_for, verifier, clock, requests)
+        return backup_child(ports, wake_every=wake_every, retry=retry)(context)
+
+    return child
+
+
+class SpecVersionVerifier:
+    """SnapshotVerifier on the etcd of the cluster's spec.version when it is installed (the etcd
+    that would restore the backup), else the default version's.
+
+    The version is read at each verification: a cluster upgraded since its backup child started
+    is verified with its new version (the snapshot may come from a member still on the old one,
+    which the newer etcd restores as any snapshot of the previous minor).
+    """
+
+    def __init__(self, runtime: LocalRuntime, scratch_dir: Path, version: Callable[[], str]) -> None:
+        self._runtime = runtime
+        self._scratch_dir = scratch_dir
+        self._version = version
+
+    def binary(self) -> Path:
+        return self._runtime.builds.etcd(self._version()) or self._runtime.etcd_binary
+
+    async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
+        verifier: SnapshotVerifier = ScratchVerifier(self._scratch_dir, self.binary())
+        return await verifier.restored_hash(snapshot)

@@ -8,12 +8,15 @@ import attrs
 
 from actors.backup.actor import BackupPorts, backup_child
 from actors.model import BackupSpec, LocalStore, RetentionSpec, S3Store, StoreSpec
+from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.client import open_etcd_client
-from supervisor.local.backups import local_backups
+from supervisor.local.backups import SpecVersionVerifier, local_backups
+from supervisor.local.runtime import open_local_runtime
 from supervisor.local.scratch import ScratchVerifier
 from supervisor.stores import open_store
 from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.etcd_versions import cache_dir, pinned
 
 
 def backed_up(tmp_path, store_dir, **retention):
@@ -173,3 +176,16 @@ async def test_verification_catches_a_snapshot_damaged_in_the_store(tmp_path):
     (message,) = [m for _, r, m in sup.recorder.events if r == "BackupFailed"][:1]
     assert "does not restore" in message or "verification failed" in message, message
     assert failed.phase.value == "Running"
+
+
+async def test_backups_verify_on_the_etcd_of_the_clusters_version(tmp_path):
+    """The scratch member runs the spec's version when it is installed (it is what would restore
+    the backup), the default version's otherwise; read at each verification."""
+    wanted = {"version": pinned("3.6")}
+    async with open_asyncio_loop(), open_local_runtime(tmp_path / "state") as runtime:
+        verifier = SpecVersionVerifier(runtime, tmp_path / "scratch", lambda: wanted["version"])
+        assert verifier.binary() == cache_dir(pinned("3.6")) / "etcd"
+        wanted["version"] = pinned("3.4")
+        assert verifier.binary() == cache_dir(pinned("3.4")) / "etcd"
+        wanted["version"] = "3.9.99"  # not installed: the default version verifies
+        assert verifier.binary() == runtime.etcd_binary
