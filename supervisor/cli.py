@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     receive.add_argument("--out", required=True, help="file to write the snapshot to")
     receive.add_argument("--port", type=int, default=2390, help="TCP port to listen on")
+    receive.add_argument("--tls-cert", default=None, help="serve TLS with this certificate (and --tls-key)")
+    receive.add_argument("--tls-key", default=None, help="the key of --tls-cert")
 
     local = sub.add_parser(
         "local",
@@ -133,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         configure_logging(level=args.log_level, fmt=args.log_format)
     if args.command == "receive-snapshot":
-        return _receive_snapshot(Path(args.out), args.port)
+        return _receive_snapshot(Path(args.out), args.port, args.tls_cert, args.tls_key)
     if args.command == "local":
         from supervisor.local.daemon import run_local
 
@@ -173,14 +175,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _receive_snapshot(out: Path, port: int) -> int:
-    from supervisor.kube.snapshot_transfer import receive_snapshot
+def _receive_snapshot(out: Path, port: int, cert: str | None, key: str | None) -> int:
+    from supervisor.kube.snapshot_transfer import receive_snapshot, server_tls
 
     token = os.environ.get("SNAPSHOT_TOKEN", "")
     if not token:
         print("etcd-supervisor receive-snapshot: $SNAPSHOT_TOKEN is not set", file=sys.stderr)
         return 2
-    got = trio.run(partial(receive_snapshot, out, port=port, token=token))
+    if (cert is None) != (key is None):
+        print("etcd-supervisor receive-snapshot: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    tls = server_tls(Path(cert), Path(key)) if cert and key else None
+    got = trio.run(partial(receive_snapshot, out, port=port, token=token, tls=tls))
     print(f"received {got.size} bytes, sha256 {got.sha256}")
     return 0
 

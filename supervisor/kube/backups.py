@@ -17,6 +17,7 @@ from actors.cluster import ChildFactory, ClusterContext
 from actors.model import StoreSpec
 from actors.store_port import ObjectInfo, ObjectStore, StoredObject
 from supervisor.kube.client import KubeClient
+from supervisor.kube.secret_tls import TlsFilesFor
 from supervisor.kube.snapshots import KubeVerifier
 from supervisor.kube.store_credentials import secret_credentials
 from supervisor.runtime import ChildSpec
@@ -77,6 +78,7 @@ def kube_backups(
     client: KubeClient,
     *,
     helper_image: str | None,
+    tls_files: TlsFilesFor,
     requests: BackupRequests | None = None,
     clock: Callable[[], float] = time.time,
     wake_every: float | None = None,
@@ -91,7 +93,9 @@ def kube_backups(
 
     def child(context: ClusterContext) -> ChildSpec:
         verifier = (
-            KubeVerifier(client, context.ref, lambda: context.desired().resource.spec, helper_image)
+            KubeVerifier(
+                client, context.ref, lambda: context.desired().resource.spec, helper_image, tls_files
+            )
             if helper_image
             else None
         )

@@ -8,7 +8,6 @@ TLS with the client certificate from the cluster's Secret.
 
 from __future__ import annotations
 
-import base64
 import logging
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -21,7 +20,6 @@ from prometheus_client import CollectorRegistry
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.cluster import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
-from actors.errors import EtcdUnavailable
 from actors.fleet import Fleet, PortsFactory, open_fleet
 from actors.maintenance.actor import defrag_child
 from actors.model import (
@@ -45,6 +43,7 @@ from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolv
 from supervisor.kube.backups import kube_backups, secret_store_opener
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.secret_tls import client_tls_under, write_client_tls
 from supervisor.kube.snapshots import KubeRestorer, helper_image
 from supervisor.kube.watch import ClusterEvent
 from supervisor.metrics import open_runtime_metrics
@@ -79,21 +78,7 @@ class SecretTlsAdmin:
         return self._inner
 
     async def _tls_config(self) -> TlsFiles:
-        path = m.core_path(self._ref.namespace, "secrets", m.tls_secret_name(self._ref))
-        secret = await self._client.get_or_none(path)
-        if secret is None:
-            raise EtcdUnavailable(
-                f"TLS Secret {self._ref.namespace}/{m.tls_secret_name(self._ref)} not there yet"
-            )
-        data: Mapping[str, str] = secret.get("data") or {}
-        self._files_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        paths = {}
-        for key in (m.TLS_CA_CERT, m.TLS_CLIENT_CERT, m.TLS_CLIENT_KEY):
-            target = self._files_dir / key
-            target.write_bytes(base64.b64decode(data[key]))
-            target.chmod(0o600)
-            paths[key] = target
-        return TlsFiles(paths[m.TLS_CA_CERT], paths[m.TLS_CLIENT_CERT], paths[m.TLS_CLIENT_KEY])
+        return await write_client_tls(self._client, self._ref, self._files_dir)
 
     async def aclose(self) -> None:
         if self._inner is not None:
@@ -176,7 +161,11 @@ class KubeClusters:
         self, ports: OperatorPorts, metrics: ClusterMetrics, helper_image: str | None
     ) -> PortsFactory:
         restorer = KubeRestorer(
-            ports.client, secret_store_opener(ports.client), helper_image, KubeBackupResolver(ports.client)
+            ports.client,
+            secret_store_opener(ports.client),
+            helper_image,
+            client_tls_under(ports.client, self._tls_root),
+            KubeBackupResolver(ports.client),
         )
 
         def ports_for(resource: ClusterResource) -> ClusterPorts:
@@ -196,7 +185,11 @@ class KubeClusters:
         image = self._helper_image or await helper_image(ports.client)
         requests = KubeBackupRequests(ports.client, ports.events, self._namespaces)
         backups = kube_backups(
-            ports.client, helper_image=image, requests=requests, wake_every=self._backup_wake_every
+            ports.client,
+            helper_image=image,
+            tls_files=client_tls_under(ports.client, self._tls_root),
+            requests=requests,
+            wake_every=self._backup_wake_every,
         )
         fleet_ports = self._ports_for(ports, metrics, image)
         children = [defrag_child(), metrics.child, backups]

@@ -457,6 +457,18 @@ def member_config(spec: ClusterSpec) -> MemberConfig:
     return MemberConfig(config_fingerprint(spec, spec.image))
 
 
+def tls_volume(ref: ClusterRef, *, mode: int = 0o400) -> Obj:
+    """The cluster's CA certificate and member key pair (never the CA key), mounted at TLS_DIR."""
+    return {
+        "name": "tls",
+        "secret": {
+            "secretName": tls_secret_name(ref),
+            "defaultMode": mode,
+            "items": [{"key": k, "path": k} for k in (TLS_CA_CERT, TLS_CERT, TLS_KEY)],
+        },
+    }
+
+
 def member_pod(
     owner: Owner,
     launch: MemberLaunch,
@@ -469,16 +481,7 @@ def member_pod(
         {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(launch.name)}}
     ]
     if spec.tls_enabled:
-        volumes.append(
-            {
-                "name": "tls",
-                "secret": {
-                    "secretName": tls_secret_name(ref),
-                    "defaultMode": 0o400,
-                    "items": [{"key": k, "path": k} for k in (TLS_CA_CERT, TLS_CERT, TLS_KEY)],
-                },
-            }
-        )
+        volumes.append(tls_volume(ref))
     containers = [_etcd_container(launch, cluster_token(owner), cluster_domain)]
     if spec.debug_sidecar:
         containers.append(debug_container())

@@ -9,6 +9,11 @@ the etcd that will one day restore it:
 - restore pod: `etcdutl snapshot restore` into a new cluster's seed member's volume claim, with
   a cluster token of its own (a new cluster ID), then it exits; the member's pod starts next.
 
+With TLS on, both mount the cluster's member certificate: the receiving container serves the
+push over TLS with it, and the verify pod's etcd serves its client port as the members do
+(client certificates of the cluster's CA only), so a backup's keys are never readable in the
+clear on the pod network.
+
 Neither carries the member labels, so the runtime never takes one for a member. Each is owned
 by its EtcdCluster (deleted with it) and has a deadline, so nothing outlives a lost operator.
 """
@@ -44,15 +49,30 @@ def _binaries(spec: ClusterSpec) -> tuple[str, str]:
     return f"{bin_dir}/etcd", f"{bin_dir}/{tool}"
 
 
-def _receive_container(helper_image: str, token: str) -> Obj:
+# Where the cluster's CA certificate and member key pair are, with TLS on (m.tls_volume).
+TLS_FILES = (f"{m.TLS_DIR}/{m.TLS_CA_CERT}", f"{m.TLS_DIR}/{m.TLS_CERT}", f"{m.TLS_DIR}/{m.TLS_KEY}")
+
+
+def _mounts(spec: ClusterSpec) -> list[Obj]:
+    mounts: list[Obj] = [{"name": "scratch", "mountPath": SCRATCH_DIR}]
+    if spec.tls_enabled:
+        mounts.append({"name": "tls", "mountPath": m.TLS_DIR, "readOnly": True})
+    return mounts
+
+
+def _receive_container(spec: ClusterSpec, helper_image: str, token: str) -> Obj:
+    args = [f"--out={SNAPSHOT_FILE}", f"--port={RECEIVE_PORT}"]
+    if spec.tls_enabled:
+        _, cert, key = TLS_FILES
+        args += [f"--tls-cert={cert}", f"--tls-key={key}"]
     return {
         "name": "receive",
         "image": helper_image,
         "command": ["etcd-supervisor", "--log-format=text", "receive-snapshot"],
-        "args": [f"--out={SNAPSHOT_FILE}", f"--port={RECEIVE_PORT}"],
+        "args": args,
         "env": [{"name": "SNAPSHOT_TOKEN", "value": token}],
         "ports": [{"name": "receive", "containerPort": RECEIVE_PORT, "protocol": "TCP"}],
-        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_DIR}],
+        "volumeMounts": _mounts(spec),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {
             "runAsNonRoot": True,
@@ -106,6 +126,10 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
     }
     if spec.image_family is ImageFamily.BITNAMI:
         pod_spec["securityContext"] = {"fsGroup": m.BITNAMI_UID}
+    if spec.tls_enabled:
+        # Readable by the receiving container's user too (it is not root); only this pod's
+        # containers, the operator's image and the cluster's etcd image, mount it.
+        pod_spec["volumes"] = [*pod_spec["volumes"], m.tls_volume(owner.ref, mode=0o444)]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -120,7 +144,8 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
 
 
 def verify_pod(owner: m.Owner, spec: ClusterSpec, *, name: str, helper_image: str, token: str) -> Obj:
-    """A scratch one-member etcd on the snapshot; its client port (plain HTTP) is what gets hashed."""
+    """A scratch one-member etcd on the snapshot; its client port is what gets hashed (with TLS
+    on, over TLS with a client certificate, as for the members)."""
     etcd, _ = _binaries(spec)
     data_dir, peer = f"{SCRATCH_DIR}/data", f"http://127.0.0.1:{m.PEER_PORT}"
     restore = _restore_container(
@@ -132,24 +157,29 @@ def verify_pod(owner: m.Owner, spec: ClusterSpec, *, name: str, helper_image: st
         peer_url=peer,
         token="verify",
     )
+    scheme = "https" if spec.tls_enabled else "http"
+    args = [
+        "--name=scratch",
+        f"--data-dir={data_dir}",
+        f"--listen-peer-urls={peer}",
+        f"--listen-client-urls={scheme}://0.0.0.0:{m.CLIENT_PORT}",
+        f"--advertise-client-urls={scheme}://localhost:{m.CLIENT_PORT}",
+        "--log-level=warn",
+    ]
+    if spec.tls_enabled:
+        ca, cert, key = TLS_FILES
+        args += [f"--cert-file={cert}", f"--key-file={key}", f"--trusted-ca-file={ca}", "--client-cert-auth"]
     serve = {
         "name": "etcd",
         "image": spec.image,
         "command": [etcd],
-        "args": [
-            "--name=scratch",
-            f"--data-dir={data_dir}",
-            f"--listen-peer-urls={peer}",
-            f"--listen-client-urls=http://0.0.0.0:{m.CLIENT_PORT}",
-            f"--advertise-client-urls=http://127.0.0.1:{m.CLIENT_PORT}",
-            "--log-level=warn",
-        ],
+        "args": args,
         "ports": [{"name": "client", "containerPort": m.CLIENT_PORT, "protocol": "TCP"}],
-        "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH_DIR}],
+        "volumeMounts": _mounts(spec),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod_spec = {
-        "initContainers": [_receive_container(helper_image, token), restore],
+        "initContainers": [_receive_container(spec, helper_image, token), restore],
         "containers": [serve],
         "volumes": [{"name": "scratch", "emptyDir": {}}],
     }
@@ -176,7 +206,7 @@ def restore_pod(
         # etcdutl resolves the member's peer URL to check it against --initial-cluster; the
         # member's DNS name exists only once its own pod runs, so here it is this pod.
         "hostAliases": [{"ip": "127.0.0.1", "hostnames": [urlsplit(launch.urls.peer_url).hostname]}],
-        "initContainers": [_receive_container(helper_image, token)],
+        "initContainers": [_receive_container(spec, helper_image, token)],
         "containers": [restore],
         "volumes": [
             {"name": "scratch", "emptyDir": {}},

@@ -9,7 +9,11 @@ operator must reach pods anyway (it talks to every member), while pods need no r
 The receiving end is the operator's own image, run as the pod's first init container
 (`etcd-supervisor receive-snapshot`); the etcd containers after it read the file it wrote.
 
-Wire format, on one TCP connection: a token line (so only the operator that made the pod can
+With TLS on for the cluster, the connection is TLS: the pod presents the cluster's member
+certificate (from the cluster's Secret) and the operator checks it against the cluster's CA, so
+the snapshot (every key of the cluster) never crosses the pod network in the clear.
+
+Wire format, on one TCP connection (TLS or not): a token line (so only the operator that made the pod can
 fill it), then frames of <4-byte big-endian length><bytes>, a zero-length frame at the end.
 The receiver answers "<size> <sha256>\\n" once the file is complete and synced, and exits. A
 connection that ends without the last frame is discarded and the receiver waits for another.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import ssl
 import struct
 from collections.abc import AsyncIterable
 from pathlib import Path
@@ -78,12 +83,27 @@ class _Reader:
 # --- the pod's side ------------------------------------------------------------------------------
 
 
-async def receive_snapshot(out: Path, *, port: int, token: str) -> Received:
+def server_tls(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """The receiving pod's side of TLS: it presents the cluster's member certificate."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert_file), str(key_file))
+    return context
+
+
+def client_tls(ca_file: Path) -> ssl.SSLContext:
+    """The operator's side: only a pod holding a certificate of the cluster's CA gets the bytes."""
+    return ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(ca_file))
+
+
+async def receive_snapshot(
+    out: Path, *, port: int, token: str, tls: ssl.SSLContext | None = None
+) -> Received:
     """Listen on `port` until one connection with `token` delivers a whole snapshot into `out`."""
     listeners = await trio.open_tcp_listeners(port)
     try:
         while True:
-            stream = await listeners[0].accept()
+            tcp = await listeners[0].accept()
+            stream: trio.abc.Stream = tcp if tls is None else trio.SSLStream(tcp, tls, server_side=True)
             async with stream:
                 received = await _receive_one(stream, out, token)
                 if received is not None:
@@ -94,7 +114,7 @@ async def receive_snapshot(out: Path, *, port: int, token: str) -> Received:
             await listener.aclose()
 
 
-async def _receive_one(stream: trio.SocketStream, out: Path, token: str) -> Received | None:
+async def _receive_one(stream: trio.abc.Stream, out: Path, token: str) -> Received | None:
     reader = _Reader(stream)
     try:
         if await reader.line() != token.encode():
@@ -139,13 +159,16 @@ async def push_snapshot(
     *,
     port: int = RECEIVE_PORT,
     connect_within: float = 120.0,
+    tls: ssl.SSLContext | None = None,
+    server_name: str | None = None,
 ) -> Received:
     """Send `chunks` to a receiver; returns what was sent, once the receiver confirmed the same.
 
     The receiver may still be starting: connecting is retried for `connect_within` seconds
-    (before a single chunk is read, so the stream is consumed once). Raises TransferFailed.
+    (before a single chunk is read, so the stream is consumed once). With `tls`, the receiver's
+    certificate must be valid for `server_name` (the pod is reached by IP). Raises TransferFailed.
     """
-    stream = await _connect(host, port, connect_within)
+    stream = await _connect(host, port, connect_within, tls, server_name)
     digest, size = hashlib.sha256(), 0
     try:
         async with stream:
@@ -170,12 +193,24 @@ async def push_snapshot(
     return sent
 
 
-async def _connect(host: str, port: int, within: float) -> trio.SocketStream:
+async def _connect(
+    host: str, port: int, within: float, tls: ssl.SSLContext | None, server_name: str | None
+) -> trio.abc.Stream:
     deadline = trio.current_time() + within
     while True:
         try:
-            return await trio.open_tcp_stream(host, port)
+            tcp = await trio.open_tcp_stream(host, port)
         except OSError as exc:
             if trio.current_time() >= deadline:
                 raise TransferFailed(f"nothing listens at {host}:{port} after {within:.0f}s: {exc}") from exc
             await trio.sleep(0.2)
+            continue
+        if tls is None:
+            return tcp
+        secured = trio.SSLStream(tcp, tls, server_hostname=server_name or host)
+        try:
+            await secured.do_handshake()
+        except trio.BrokenResourceError as exc:  # a certificate not of the cluster's CA, say
+            await tcp.aclose()
+            raise TransferFailed(f"TLS with the pod at {host}:{port} failed: {exc.__cause__ or exc}") from exc
+        return secured

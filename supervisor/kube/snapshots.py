@@ -15,6 +15,7 @@ import secrets
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from actors.backup.ports import BackupResolver, Restored
@@ -24,10 +25,12 @@ from actors.errors import RestoreFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.etcd.head_hash import hash_at_head
+from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods as pods
 from supervisor.kube.client import KubeClient, KubeError
-from supervisor.kube.snapshot_transfer import Received, TransferFailed, push_snapshot
+from supervisor.kube.secret_tls import TlsFilesFor
+from supervisor.kube.snapshot_transfer import Received, TransferFailed, client_tls, push_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,10 @@ HELPER_IMAGE_ENV = "ETCD_SUPERVISOR_IMAGE"
 # Pulling an image and restoring a large snapshot take a while; a GiB restores in about a minute.
 POD_TIMEOUT = 900.0
 POLL = 0.5
+# A snapshot pod is reached by its IP, which no certificate names. Every member certificate
+# carries "localhost" (tls.member_dns_names) and the CA is the cluster's own, so checking the
+# pod's certificate for this name proves it holds this cluster's member key.
+POD_SERVER_NAME = "localhost"
 
 
 class SnapshotPodFailed(Exception):
@@ -139,10 +146,13 @@ def _pod_ip(pod: Mapping[str, Any]) -> str | None:
     return (pod.get("status") or {}).get("podIP") or None
 
 
-async def _push(client: KubeClient, path: str, token: str, snapshot: AsyncIterable[bytes]) -> Received:
+async def _push(
+    client: KubeClient, path: str, token: str, snapshot: AsyncIterable[bytes], tls: TlsFiles | None
+) -> Received:
     ip = await _wait_pod(client, path, _pod_ip)
+    context = client_tls(tls.ca_file) if tls is not None and tls.ca_file is not None else None
     try:
-        return await push_snapshot(ip, token, snapshot)
+        return await push_snapshot(ip, token, snapshot, tls=context, server_name=POD_SERVER_NAME)
     except (TransferFailed, OSError, trio.BrokenResourceError) as exc:
         pod = await client.get_or_none(path)
         why = f" ({_trouble(pod)})" if pod and _trouble(pod) else ""
@@ -155,25 +165,36 @@ class KubeVerifier:
     """SnapshotVerifier for one cluster: a verify pod on the cluster's own etcd image."""
 
     def __init__(
-        self, client: KubeClient, ref: ClusterRef, spec: Callable[[], ClusterSpec], image: str
+        self,
+        client: KubeClient,
+        ref: ClusterRef,
+        spec: Callable[[], ClusterSpec],
+        image: str,
+        tls_files: TlsFilesFor,
     ) -> None:
         self._client = client
         self._ref = ref
         self._spec = spec  # the spec in force when the backup verifies (its image and version)
         self._image = image
+        self._tls_files = tls_files
 
     async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
+        spec = self._spec()
         owner = await _owner(self._client, self._ref)
+        tls = await self._tls_files(self._ref) if spec.tls_enabled else None
         token = secrets.token_hex(16)
         pod = pods.verify_pod(
-            owner, self._spec(), name=_pod_name(self._ref, "verify"), helper_image=self._image, token=token
+            owner, spec, name=_pod_name(self._ref, "verify"), helper_image=self._image, token=token
         )
         async with open_snapshot_pod(self._client, self._ref, pod) as name:
             path = m.core_path(self._ref.namespace, "pods", name)
-            await _push(self._client, path, token, snapshot)
+            await _push(self._client, path, token, snapshot, tls)
             ip = await _wait_pod(self._client, path, _running_ip)
             with trio.fail_after(POD_TIMEOUT):
-                return await hash_at_head(f"http://{ip}:{m.CLIENT_PORT}")
+                if tls is None:
+                    return await hash_at_head(f"http://{ip}:{m.CLIENT_PORT}")
+                scratch_tls = attrs.evolve(tls, server_name=POD_SERVER_NAME)
+                return await hash_at_head(f"https://{ip}:{m.CLIENT_PORT}", tls=scratch_tls)
 
 
 def _running_ip(pod: Mapping[str, Any]) -> str | None:
@@ -188,11 +209,13 @@ class KubeRestorer:
         client: KubeClient,
         open_store: Callable[[str, StoreSpec], ObjectStore],
         image: str | None,
+        tls_files: TlsFilesFor,
         resolver: BackupResolver | None = None,
     ) -> None:
         self._client = client
         self._open_store = open_store  # (namespace, store) -> the store, with that namespace's Secret
         self._image = image
+        self._tls_files = tls_files
         self._resolver = resolver  # for spec.restore.backupName
 
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
@@ -222,13 +245,15 @@ class KubeRestorer:
             cluster_token=f"{ref.namespace}-{ref.name}-restored-{secrets.token_hex(4)}",
         )
         claim = m.core_path(ref.namespace, "persistentvolumeclaims", m.volume_claim_name(launch.name))
+        # The seed's launch is the first: the runtime has made the cluster's Secret by now.
+        tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
         store = self._open_store(ref.namespace, source.store)
         try:
             await _mark_restoring(self._client, claim, source.key)
             with store_errors_fail_the_restore(source.store, source.key):
                 async with open_snapshot_pod(self._client, ref, pod) as name:
                     path = m.core_path(ref.namespace, "pods", name)
-                    sent = await _push(self._client, path, token, store.get_stream(source.key))
+                    sent = await _push(self._client, path, token, store.get_stream(source.key), tls)
                     meta = await check_against_metadata(store, source.key, sent.sha256)
                     await _wait_pod(self._client, path, _succeeded)
             await _mark_restoring(self._client, claim, None)

@@ -64,7 +64,8 @@ def test_the_restore_pod_lays_the_data_where_the_member_pod_reads_it(spec: Clust
 
 
 def test_the_verify_pod_serves_the_restored_snapshot_alone() -> None:
-    pod = pods.verify_pod(OWNER, ClusterSpec(), name="main-verify-1", helper_image=IMAGE, token="t")
+    spec = ClusterSpec(tls_enabled=False)
+    pod = pods.verify_pod(OWNER, spec, name="main-verify-1", helper_image=IMAGE, token="t")
     assert [c["name"] for c in pod["spec"]["initContainers"]] == ["receive", "restore"]
     restore, etcd = container(pod, "restore"), container(pod, "etcd")
     assert flag(restore, "data-dir") == flag(etcd, "data-dir")
@@ -73,6 +74,39 @@ def test_the_verify_pod_serves_the_restored_snapshot_alone() -> None:
     assert flag(restore, "initial-cluster") == f"scratch={flag(etcd, 'listen-peer-urls')}"
     assert flag(etcd, "listen-client-urls") == f"http://0.0.0.0:{m.CLIENT_PORT}"
     assert "volumes" in pod["spec"] and all("emptyDir" in v for v in pod["spec"]["volumes"])
+
+
+def _tls_mount(c: dict[str, Any]) -> dict[str, Any]:
+    return next(v for v in c["volumeMounts"] if v["name"] == "tls")
+
+
+@pytest.mark.parametrize("kind", ["verify", "restore"])
+def test_with_tls_on_the_snapshot_never_crosses_the_pod_network_in_the_clear(kind: str) -> None:
+    spec = ClusterSpec(tls_enabled=True)
+    if kind == "verify":
+        pod = pods.verify_pod(OWNER, spec, name="x", helper_image=IMAGE, token="t")
+    else:
+        pod = pods.restore_pod(
+            OWNER, launch(spec), name="x", helper_image=IMAGE, token="t", cluster_token="c"
+        )
+    # The cluster's CA certificate and member key pair, never the CA key, readable by the
+    # receiving container's (non-root) user.
+    (tls,) = [v for v in pod["spec"]["volumes"] if v["name"] == "tls"]
+    assert tls["secret"]["secretName"] == m.tls_secret_name(REF)
+    assert {i["key"] for i in tls["secret"]["items"]} == {m.TLS_CA_CERT, m.TLS_CERT, m.TLS_KEY}
+    assert tls["secret"]["defaultMode"] & 0o004
+    # The push is received over TLS with the member certificate.
+    receive = container(pod, "receive")
+    mount = _tls_mount(receive)["mountPath"]
+    assert flag(receive, "tls-cert") == f"{mount}/{m.TLS_CERT}"
+    assert flag(receive, "tls-key") == f"{mount}/{m.TLS_KEY}"
+    if kind == "verify":
+        # The scratch etcd serves its client port as members do: TLS, client certificates only.
+        etcd = container(pod, "etcd")
+        assert flag(etcd, "listen-client-urls") == f"https://0.0.0.0:{m.CLIENT_PORT}"
+        assert flag(etcd, "cert-file") == f"{_tls_mount(etcd)['mountPath']}/{m.TLS_CERT}"
+        assert flag(etcd, "trusted-ca-file") == f"{_tls_mount(etcd)['mountPath']}/{m.TLS_CA_CERT}"
+        assert "--client-cert-auth" in etcd["args"]
 
 
 @pytest.mark.parametrize("kind", ["verify", "restore"])
@@ -94,7 +128,9 @@ def test_snapshot_pods_are_owned_bounded_and_never_taken_for_members(kind: str) 
 
 @pytest.mark.trio
 async def test_a_point_in_time_restore_is_refused_on_kubernetes_not_ignored() -> None:
-    restorer = KubeRestorer(cast(KubeClient, None), lambda ns, spec: cast(Any, None), IMAGE)
+    restorer = KubeRestorer(
+        cast(KubeClient, None), lambda ns, spec: cast(Any, None), IMAGE, tls_files=cast(Any, None)
+    )
     source = RestoreSpec(store=StoreSpec(local=LocalStore("/b")), key="ns/main/x.db", revision=1480)
     with pytest.raises(RestoreFailed, match=r"spec\.restore\.revision"):
         await restorer.restore_seed(launch(ClusterSpec()), source)
