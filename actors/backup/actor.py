@@ -171,7 +171,7 @@ class BackupActor(Actor[Wake]):
             return
         now = self._ports.clock()
         if self._since is None:
-            self._since = await self._newest_backup_time(spec.store) or now
+            self._since = await self._look_back(spec.store) or now
         if trio.current_time() < self._retry_at or not due(spec.schedule, utc(self._since), utc(now)):
             return
         try:
@@ -230,12 +230,37 @@ class BackupActor(Actor[Wake]):
             BackupRecord(o.key, taken_at(o.key, o.modified), await _verified(store, o.key)) for o in snapshots
         ]
 
-    async def _newest_backup_time(self, store_spec: StoreSpec) -> float | None:
+    async def _look_back(self, store_spec: StoreSpec) -> float | None:
+        """When the newest backup in the store was taken; and, when this actor knows of no
+        successful backup (the daemon restarted: reports live in memory), the newest verified
+        one becomes the last successful backup again, so the status, the BackupHealthy
+        condition and a recovery from backup (actors/plan/recovery.py) know of it."""
         try:
             async with self._store(store_spec) as store:
-                return max((r.taken_at for r in await self._records(store)), default=None)
+                records = await self._records(store)
+                if self._status.last_successful_backup is None:
+                    await self._recall(store, records)
         except StoreError:
             return None  # the first attempt will say what is wrong with the store
+        return max((r.taken_at for r in records), default=None)
+
+    async def _recall(self, store: ObjectStore, records: list[BackupRecord]) -> None:
+        newest = max((r for r in records if r.verified), key=lambda r: r.taken_at, default=None)
+        if newest is None:
+            return
+        try:
+            meta = json.loads(await store.get_bytes(metadata_key(newest.key)))
+            last = LastBackup(
+                newest.key,
+                int(meta["revision"]),
+                int(meta["sizeBytes"]),
+                True,
+                float(meta.get("completionTime") or newest.taken_at),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("backup %s has unreadable metadata, not recalled: %s", newest.key, exc)
+            return
+        self._report(attrs.evolve(self._status, last_successful_backup=last))
 
     def _report(self, status: BackupStatus, last_error: str = "") -> None:
         self._status = status

@@ -7,7 +7,8 @@ import json
 import attrs
 
 from actors.backup.actor import BackupPorts, backup_child
-from actors.model import BackupSpec, LocalStore, RetentionSpec, S3Store, StoreSpec
+from actors.backup.source import taken_at
+from actors.model import BackupSpec, LastBackup, LocalStore, RetentionSpec, S3Store, StoreSpec
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import SpecVersionVerifier, local_backups
@@ -67,6 +68,33 @@ async def test_scheduled_backups_are_verified_kept_by_retention_and_reported(tmp
     # The snapshot came from a follower, never the leader.
     leader = next(m for m in three.members if m.role.value == "leader")
     assert meta["member"] in endpoints and meta["member"] != leader.client_url
+
+    # A restarted daemon knows the newest verified backup from the store before taking one (a
+    # recovery from backup needs it): its clock stands still at that backup's time, so no slot
+    # of the schedule passes and no new backup is taken.
+    newest = max(p.name for p in where.glob("*.db") if (where / f"{p.name}.json").exists())
+    key = f"default/demo/{newest}"
+    still = taken_at(key, 0.0)
+
+    def restarted(runtime):
+        return [
+            local_backups(
+                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", clock=lambda: still
+            )
+        ]
+
+    async with open_local_supervisor(tmp_path / "state", children=restarted) as sup:
+        await sup.fleet.apply([demo])
+        recalled = await sup.wait_for(
+            demo.ref,
+            lambda s: s.backup is not None and s.backup.last_successful_backup is not None,
+            timeout=60,
+        )
+    newest_meta = json.loads((where / f"{newest}.json").read_text())
+    assert recalled.backup.last_successful_backup == LastBackup(
+        key, newest_meta["revision"], newest_meta["sizeBytes"], True, newest_meta["completionTime"]
+    )
+    assert "BackupSucceeded" not in sup.recorder.reasons(demo.ref)
 
 
 def children_with(tmp_path, clock, *, environ=None, wrap_store=None):
