@@ -19,6 +19,7 @@ from attrs import field, frozen
 from actors.backup.ports import Restored, SeedRestorer
 from actors.errors import EtcdError, MemberNotFound, RestoreFailed
 from actors.maintenance.board import MaintenanceBoard
+from actors.measurements import Measurement
 from actors.member_times import MemberTimes
 from actors.model import ClusterSpec, MemberLaunch, RestoreSpec
 from actors.observed import Observed
@@ -71,6 +72,10 @@ class Action(abc.ABC):
     @property
     def failure_reason(self) -> str:
         return f"{type(self).__name__}Failed"
+
+    def measured(self) -> Measurement | None:
+        """What the step measured, for the metrics beside its Event (read after `execute`)."""
+        return None
 
     def remember(self, times: MemberTimes) -> None:
         """What the cluster actor keeps in mind once this step succeeded (most steps: nothing)."""

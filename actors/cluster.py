@@ -435,7 +435,9 @@ class ClusterActor(Actor[ClusterMessage]):
             self._last_recovery = step.outcome(time.time())
             self._revision_seen = step.revision  # the recovered history is the one to follow now
             self._revisions = RevisionSamples()
-        await self._ports.events.record(self.ref, reason=step.event_reason, message=step.describe())
+        await self._ports.events.record(
+            self.ref, reason=step.event_reason, message=step.describe(), measured=step.measured()
+        )
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
 
 

@@ -14,6 +14,7 @@ from attrs import frozen
 
 from actors.backup.ports import SeedRestorer
 from actors.backup.records import KvHash, SnapshotTaken
+from actors.measurements import Measurement
 from actors.model import (
     ClusterRef,
     ClusterSpec,
@@ -84,10 +85,18 @@ class StatusSink(Protocol):
 
 
 class EventSink(Protocol):
-    """The audit trail: one record per operation performed on a cluster (Kubernetes Events)."""
+    """The audit trail: one record per operation performed on a cluster (Kubernetes Events).
+
+    `measured`: what the operation measured, as data for the metrics (an Event sink ignores it)."""
 
     async def record(
-        self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
     ) -> None: ...
 
 

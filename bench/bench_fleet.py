@@ -151,7 +151,9 @@ class InstantCluster:
     async def publish(self, cluster, status) -> None:  # type: ignore[no-untyped-def]
         self._count("status_writes")
 
-    async def record(self, cluster, *, reason, message, warning=False) -> None:  # type: ignore[no-untyped-def]
+    async def record(  # type: ignore[no-untyped-def]
+        self, cluster, *, reason, message, warning=False, measured=None
+    ) -> None:
         pass
 
     def _count(self, call: str) -> None:

@@ -30,6 +30,7 @@ from actors.backup.schedule import due, utc
 from actors.backup.source import metadata_key, scheduled, taken_at
 from actors.cluster import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import StoreError
+from actors.measurements import BackupMeasured
 from actors.model import (
     BackupPhase,
     BackupSpec,
@@ -121,7 +122,7 @@ class BackupActor(Actor[Wake]):
                 verify = spec.verify if spec else True
                 outcome = await self._take(store, verify=verify, on_demand=request.name)
         except (BackupFailed, StoreError) as exc:
-            await self._request_attempt_failed(requests, request, started, str(exc))
+            await self._request_attempt_failed(requests, request, started, exc)
             return
         self._forget(request)
         status = EtcdBackupStatus(
@@ -129,16 +130,19 @@ class BackupActor(Actor[Wake]):
             outcome.verified, started, outcome.completed, _describe(outcome),
         )  # fmt: skip
         await requests.report(request, status)
-        await self._event("BackupSucceeded", f"on-demand backup {request.name}: {_describe(outcome)}")
+        await self._event(
+            "BackupSucceeded", f"on-demand backup {request.name}: {_describe(outcome)}", outcome.measured()
+        )
         self._report(attrs.evolve(self._status, last_successful_backup=_last(outcome)))
 
     async def _request_attempt_failed(
-        self, requests: BackupRequests, request: EtcdBackup, started: float, why: str
+        self, requests: BackupRequests, request: EtcdBackup, started: float, exc: Exception
     ) -> None:
         attempts = self._attempts.get(request.name, 0) + 1
+        why, measured = str(exc), _measured(exc)
         if attempts >= ON_DEMAND_ATTEMPTS:
             await self._request_failed(
-                requests, request, started, f"{attempts} attempts failed, the last: {why}"
+                requests, request, started, f"{attempts} attempts failed, the last: {why}", measured
             )
             return
         self._attempts[request.name] = attempts
@@ -148,16 +152,23 @@ class BackupActor(Actor[Wake]):
         await requests.report(
             request, EtcdBackupStatus(BackupPhase.RUNNING, start_time=started, message=message)
         )
-        await self._event("BackupRetrying", f"on-demand backup {request.name}: {message}", warning=True)
+        await self._event(
+            "BackupRetrying", f"on-demand backup {request.name}: {message}", measured, warning=True
+        )
 
     async def _request_failed(
-        self, requests: BackupRequests, request: EtcdBackup, started: float, why: str
+        self,
+        requests: BackupRequests,
+        request: EtcdBackup,
+        started: float,
+        why: str,
+        measured: BackupMeasured | None = None,
     ) -> None:
         self._forget(request)
         now = self._ports.clock()
         status = EtcdBackupStatus(BackupPhase.FAILED, start_time=started, completion_time=now, message=why)
         await requests.report(request, status)
-        await self._event("BackupFailed", f"on-demand backup {request.name}: {why}", warning=True)
+        await self._event("BackupFailed", f"on-demand backup {request.name}: {why}", measured, warning=True)
 
     def _forget(self, request: EtcdBackup) -> None:
         self._attempts.pop(request.name, None)
@@ -179,7 +190,7 @@ class BackupActor(Actor[Wake]):
                 outcome = await self._take(store, verify=spec.verify)
                 await self._succeeded(spec, store, outcome, now)
         except (BackupFailed, StoreError) as exc:
-            await self._failed(now, str(exc))
+            await self._failed(now, exc)
 
     async def _take(self, store: ObjectStore, *, verify: bool, on_demand: str | None = None) -> BackupOutcome:
         observed = self._context.feed.latest
@@ -203,15 +214,16 @@ class BackupActor(Actor[Wake]):
     ) -> None:
         self._since = now
         self._report(BackupStatus(now, _last(outcome), 0))
-        await self._event("BackupSucceeded", _describe(outcome))
+        await self._event("BackupSucceeded", _describe(outcome), outcome.measured())
         await self._apply_retention(spec, store, now)
 
-    async def _failed(self, now: float, why: str) -> None:
+    async def _failed(self, now: float, exc: Exception) -> None:
+        why = str(exc)
         failures = self._status.consecutive_failures + 1
         self._retry_at = trio.current_time() + self._retry.delay(failures - 1, self._rng)
         self._report(BackupStatus(now, self._status.last_successful_backup, failures), why)
         log.warning("backup of %s failed (%d in a row): %s", self._context.ref, failures, why)
-        await self._event("BackupFailed", why, warning=True)
+        await self._event("BackupFailed", why, _measured(exc), warning=True)
 
     async def _apply_retention(self, spec: BackupSpec, store: ObjectStore, now: float) -> None:
         keep, max_age = spec.retention.keep, spec.retention.max_age
@@ -267,9 +279,18 @@ class BackupActor(Actor[Wake]):
         self._context.reports.backup = BackupReport(status, last_error)
         nudge(self._context.handle, ServicesReported())
 
-    async def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
+    async def _event(
+        self, reason: str, message: str, measured: BackupMeasured | None = None, *, warning: bool = False
+    ) -> None:
         ref = self._context.ref
-        await self._context.ports.events.record(ref, reason=reason, message=message, warning=warning)
+        await self._context.ports.events.record(
+            ref, reason=reason, message=message, warning=warning, measured=measured
+        )
+
+
+def _measured(exc: Exception) -> BackupMeasured | None:
+    """A failed backup's numbers: how its verification ended, when that is why it failed."""
+    return exc.measured() if isinstance(exc, BackupFailed) and exc.verification else None
 
 
 def _last(outcome: BackupOutcome) -> LastBackup:

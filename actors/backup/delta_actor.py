@@ -33,6 +33,7 @@ from actors.backup.deltas import (
 from actors.backup.job import BackupFailed, take_backup
 from actors.cluster import ChildFactory, ClusterContext
 from actors.errors import EtcdError, StoreError
+from actors.measurements import Measurement
 from actors.model import BackupSpec, duration_seconds
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
@@ -75,7 +76,8 @@ class DeltaFollower:
             except (EtcdError, StoreError, BackupFailed) as exc:
                 failures += 1
                 log.warning("delta backups of %s: %s", self.context.ref, exc)
-                await self._event("DeltaBackupFailed", str(exc), warning=True)
+                measured = exc.measured() if isinstance(exc, BackupFailed) else None  # a verification's end
+                await self._event("DeltaBackupFailed", str(exc), warning=True, measured=measured)
                 await trio.sleep(RETRY.base_delay(min(failures - 1, 10)))
 
     def _base_known(self) -> bool:
@@ -149,7 +151,9 @@ class DeltaFollower:
             raise BackupFailed(f"{outcome.key}: not verified ({outcome.note or 'verify is off'})")
         self.base = max(self.base, outcome.revision)
         await self._event(
-            "BackupSucceeded", f"{outcome.key}: full backup for the deltas at revision {outcome.revision}"
+            "BackupSucceeded",
+            f"{outcome.key}: full backup for the deltas at revision {outcome.revision}",
+            measured=outcome.measured(),
         )
 
     @asynccontextmanager
@@ -161,9 +165,11 @@ class DeltaFollower:
         finally:
             await store.aclose()
 
-    async def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
+    async def _event(
+        self, reason: str, message: str, *, warning: bool = False, measured: Measurement | None = None
+    ) -> None:
         await self.context.ports.events.record(
-            self.context.ref, reason=reason, message=message, warning=warning
+            self.context.ref, reason=reason, message=message, warning=warning, measured=measured
         )
 
 

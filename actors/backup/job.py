@@ -20,6 +20,7 @@ from actors.backup.ports import SnapshotVerifier
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.backup.source import backup_key, metadata_key, snapshot_source
 from actors.errors import EtcdError, EtcdUnavailable, StoreError
+from actors.measurements import BackupMeasured, Verification
 from actors.observed import Observed
 from actors.ports import EtcdAdmin
 from actors.store_port import ObjectStore, StoredObject
@@ -30,7 +31,15 @@ PIPE_CHUNKS = 8
 
 
 class BackupFailed(Exception):
-    """The backup could not be taken, stored or verified; the message says which and why."""
+    """The backup could not be taken, stored or verified; the message says which and why.
+    `verification`: how its verification ended, when that is why it failed."""
+
+    def __init__(self, message: str, *, verification: Verification | None = None) -> None:
+        super().__init__(message)
+        self.verification = verification
+
+    def measured(self) -> BackupMeasured:
+        return BackupMeasured(verification=self.verification)
 
 
 @frozen
@@ -47,6 +56,10 @@ class BackupOutcome:
     note: str = ""
     # HashKV at `revision`, once verification proved the source and the restored copy agree.
     kv_hash: int | None = None
+    verification: Verification | None = None  # None: not asked for
+
+    def measured(self) -> BackupMeasured:
+        return BackupMeasured(self.completed - self.started, self.verification)
 
 
 async def take_backup(
@@ -127,22 +140,32 @@ async def _verify(
     try:
         restored: KvHash = await verifier.restored_hash(store.get_stream(outcome.key))
     except Exception as exc:  # a restore that fails is a failed verification, whatever broke
-        raise BackupFailed(f"{outcome.key}: the stored snapshot does not restore: {exc}") from exc
+        raise BackupFailed(
+            f"{outcome.key}: the stored snapshot does not restore: {exc}", verification=Verification.FAILED
+        ) from exc
     try:
         source = await admin.kv_hash(outcome.member, restored.revision)
     except EtcdUnavailable as exc:  # the source went away: nothing proven yet; try again later
         why = f"{outcome.member} did not answer HashKV to verify it: {exc}"
-        raise BackupFailed(f"{outcome.key}: {why}") from exc
+        raise BackupFailed(f"{outcome.key}: {why}", verification=Verification.INCONCLUSIVE) from exc
     except EtcdError as exc:
         # Compacted past the snapshot already: nothing left to compare with; say so.
         note = f"not verified: the source's revision {restored.revision} is gone ({exc})"
-        return attrs.evolve(outcome, revision=restored.revision, note=note)
+        inconclusive = Verification.INCONCLUSIVE
+        return attrs.evolve(outcome, revision=restored.revision, note=note, verification=inconclusive)
     if source.hash != restored.hash:
         raise BackupFailed(
             f"{outcome.key}: verification failed: HashKV at revision {restored.revision} is "
-            f"{restored.hash} restored but {source.hash} on {outcome.member}"
+            f"{restored.hash} restored but {source.hash} on {outcome.member}",
+            verification=Verification.FAILED,
         )
-    return attrs.evolve(outcome, revision=restored.revision, verified=True, kv_hash=restored.hash)
+    return attrs.evolve(
+        outcome,
+        revision=restored.revision,
+        verified=True,
+        kv_hash=restored.hash,
+        verification=Verification.PASSED,
+    )
 
 
 def describe(outcome: BackupOutcome, observed: Observed) -> dict[str, object]:

@@ -2,7 +2,8 @@
 
 Each records its progress on the cluster's MaintenanceBoard (`ctx.maintenance`), so the next
 plan sees it at once, without waiting for fresh probes. What a step found (bytes reclaimed,
-seconds taken) goes into its Event through `describe()`. Pure: the ports and nothing else.
+seconds taken) goes into its Event through `describe()`, and its numbers, for the metrics,
+through `measured()`. Pure: the ports and nothing else.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from attrs import field, frozen
 from actors.actions import Action, ActionContext, MoveLeader
 from actors.errors import EtcdError
 from actors.maintenance.board import DefragRound
+from actors.measurements import Defragmented, Measurement
 
 
 def mib(size: int) -> str:
@@ -25,14 +27,20 @@ def mib(size: int) -> str:
 class _Noted(Action):
     """A step whose Event tells what it found: `describe()` is read after `execute()`."""
 
-    # Not part of the step's identity: planners compare steps without it.
+    # Not part of the step's identity: planners compare steps without them.
     found: list[str] = field(factory=list, eq=False, repr=False, kw_only=True)
+    numbers: list[Measurement] = field(factory=list, eq=False, repr=False, kw_only=True)
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, measured: Measurement | None = None) -> None:
         self.found.append(text)
+        if measured is not None:
+            self.numbers.append(measured)
 
     def told(self, default: str) -> str:
         return self.found[-1] if self.found else default
+
+    def measured(self) -> Measurement | None:
+        return self.numbers[-1] if self.numbers else None
 
 
 @frozen
@@ -110,7 +118,8 @@ class DefragMember(_Noted):
         reclaimed = before.db_size - after.db_size
         self.note(
             f"defragmented {self.name} ({self.reason}): {reclaimed} bytes reclaimed "
-            f"({mib(before.db_size)} -> {mib(after.db_size)}) in {seconds:.2f}s"
+            f"({mib(before.db_size)} -> {mib(after.db_size)}) in {seconds:.2f}s",
+            Defragmented(reclaimed, seconds),
         )
 
     def describe(self) -> str:

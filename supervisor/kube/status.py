@@ -22,6 +22,7 @@ from attrs import frozen
 
 from actors.assess import carry_transition_times
 from actors.codec import conditions_from_dicts, status_to_dict
+from actors.measurements import Measurement
 from actors.model import API_GROUP, API_VERSION, KIND, ClusterRef, ClusterStatus
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
@@ -121,7 +122,15 @@ class KubeEventSink:
             self._uids[cluster] = str((obj.get("metadata") or {}).get("uid", ""))
         return self._uids[cluster]
 
-    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
         # The audit trail in the log too: one line per operation, as the local daemon writes it.
         extra = {"event": "audit", "cluster": str(cluster), "reason": reason}
         level = logging.WARNING if warning else logging.INFO

@@ -26,6 +26,7 @@ from actors.backup.ports import SeedRestorer
 from actors.cluster import Timing
 from actors.fleet import PortsFactory, open_fleet
 from actors.maintenance.actor import defrag_child
+from actors.measurements import Measurement
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
@@ -65,7 +66,15 @@ class LocalSinks:
         if self._board is not None:
             self._board.update(self.statuses)
 
-    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
         level = logging.WARNING if warning else logging.INFO
         log.log(
             level, "%s: %s: %s", cluster, reason, message, extra={"event": "audit", "cluster": str(cluster)}

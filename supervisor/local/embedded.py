@@ -16,6 +16,7 @@ import trio
 
 from actors.cluster import ChildFactory, Timing
 from actors.fleet import Fleet, open_fleet
+from actors.measurements import Measurement
 from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase, StoreSpec
 from actors.ports import ClusterPorts
 from actors.store_port import ObjectStore
@@ -33,6 +34,8 @@ class Recorder:
     statuses: dict[ClusterRef, ClusterStatus] = attrs.field(factory=dict)
     history: list[tuple[ClusterRef, ClusterStatus]] = attrs.field(factory=list)
     events: list[tuple[ClusterRef, str, str]] = attrs.field(factory=list)
+    # What the operations measured beside their Events: (cluster, reason, measurement).
+    measurements: list[tuple[ClusterRef, str, Measurement]] = attrs.field(factory=list)
     changed: trio.Event = attrs.field(factory=trio.Event)
 
     async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
@@ -45,8 +48,18 @@ class Recorder:
         self.changed.set()
         self.changed = trio.Event()
 
-    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
         self.events.append((cluster, reason, message))
+        if measured is not None:
+            self.measurements.append((cluster, reason, measured))
         self._wake_waiters()
 
     def phases(self, cluster: ClusterRef) -> list[str]:

@@ -1,7 +1,9 @@
 """Observability: the HTTP endpoints (/healthz /readyz /metrics /loglevel on hypercorn) and the
 Prometheus metrics, derived from what the actors and the runtime already publish.
 
-- http.py      the ASGI app and its server; Readiness
+- http.py      the ASGI app and its server; Readiness; the daemon loop's heartbeat for /healthz
+- server_thread.py  the server's own trio loop and thread
+- exposition.py     the /metrics body, rendered in a worker thread while scraped
 - clusters.py  cluster metrics: a wrapper of the status and event sinks, and a per-cluster child
 - runtime.py   the actor runtime's metrics (restarts, escalations, mailboxes, reconcile time)
 - operator.py  the Kubernetes operator's own metrics (leadership, watches, API errors)

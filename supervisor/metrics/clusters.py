@@ -6,7 +6,9 @@ per-cluster child (`child`) registers the cluster's `ObservedFeed` and desired s
 Prometheus scrapes. So:
 
 - statuses give the phase, ready members, leader changes, heal times, the backup status;
-- Events (the audit trail: one per operation) give operations by kind and result;
+- Events (the audit trail: one per operation) give operations by kind and result, and the
+  numbers measured beside them (`actors/measurements.py`): bytes reclaimed, backup durations,
+  verification results;
 - the latest `Observed` gives voting and healthy members, database sizes, versions.
 
 A new operation is one line in `EVENT_OPERATIONS` (an action of `actors/actions.py` needs none:
@@ -15,7 +17,6 @@ its `event_reason` and `failure_reason` are read from the class).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -26,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from actors.actions import Action
 from actors.cluster import ClusterContext
+from actors.measurements import BackupMeasured, Defragmented, Measurement, Verification
 from actors.model import ClusterRef, ClusterStatus
 from actors.observed import quorum
 from actors.ports import EventSink, StatusSink
@@ -43,11 +45,6 @@ EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
     "BackupDeleted": ("backup_retention", "succeeded"),
 }
 
-# DefragMember's Event says what it reclaimed ("... 1234 bytes reclaimed (...)").
-RECLAIMED = re.compile(r"(-?\d+) bytes reclaimed")
-
-# A BackupSucceeded Event ends with how long it took (", took 1.23s").
-TOOK = re.compile(r"took (\d+(?:\.\d+)?)s$")
 BACKUP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 
 # From a member seen unhealthy to healthy again: seconds to minutes.
@@ -123,6 +120,13 @@ class ClusterMetrics:
             CLUSTER,
             registry=registry,
         )
+        self.verifications = Counter(
+            f"{PREFIX}_backup_verifications",
+            "Backups verified (restored and HashKV compared with the source) by result: "
+            "passed, failed (did not restore or differs), inconclusive (nothing to compare with)",
+            (*CLUSTER, "result"),
+            registry=registry,
+        )
         self.backup_duration = Histogram(
             f"{PREFIX}_backup_duration_seconds",
             "A successful backup, from its start to the snapshot stored (and verified)",
@@ -152,17 +156,32 @@ class ClusterMetrics:
         self._learn(cluster, status)
         await self._status.publish(cluster, status)
 
-    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
         operation = operation_of(reason)
         if operation is not None:
             self.operations.labels(*_labels(cluster), *operation).inc()
-        reclaimed = RECLAIMED.search(message) if reason == "MemberDefragmented" else None
-        if reclaimed is not None:
-            self.reclaimed.labels(*_labels(cluster)).inc(max(int(reclaimed.group(1)), 0))
-        took = TOOK.search(message) if reason == "BackupSucceeded" else None
-        if took is not None:
-            self.backup_duration.labels(*_labels(cluster)).observe(float(took.group(1)))
-        await self._events.record(cluster, reason=reason, message=message, warning=warning)
+        if measured is not None:
+            self._count(cluster, measured)
+        await self._events.record(cluster, reason=reason, message=message, warning=warning, measured=measured)
+
+    def _count(self, cluster: ClusterRef, measured: Measurement) -> None:
+        labels = _labels(cluster)
+        match measured:
+            case Defragmented(reclaimed_bytes=reclaimed):
+                self.reclaimed.labels(*labels).inc(max(reclaimed, 0))  # a counter never goes down
+            case BackupMeasured(seconds=seconds, verification=verification):
+                if seconds is not None:
+                    self.backup_duration.labels(*labels).observe(seconds)
+                if verification is not None:
+                    self.verifications.labels(*labels, verification.value).inc()
 
     def forget(self, cluster: ClusterRef) -> None:
         """The cluster is gone: its series go too (labels stay bounded by the clusters that exist)."""
@@ -172,6 +191,7 @@ class ClusterMetrics:
             self.leader_changes,
             self.operations,
             self.reclaimed,
+            self.verifications,
             self.backup_duration,
             self.heal,
             self.recovery,
@@ -223,6 +243,9 @@ class ClusterMetrics:
 
         async def start(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
             self._contexts[context.ref] = context
+            # Every result at 0 from the start, so the first failure is an increase() for the alert.
+            for result in Verification:
+                self.verifications.labels(*_labels(context.ref), result.value)
             try:
                 task_status.started()
                 await trio.sleep_forever()

@@ -1,8 +1,10 @@
-"""The daemon's HTTP endpoints: a small ASGI app served by hypercorn on trio.
+"""The daemon's HTTP endpoints: a small ASGI app served by hypercorn on trio, on a trio loop and
+thread of its own (server_thread.py), so probes and scrapes never wait behind the actors.
 
-GET /healthz (/livez)   200 while the process's trio loop answers
+GET /healthz (/livez)   200 while the daemon's trio loop runs (503 once it stalled for STALL_LIMIT)
 GET /readyz             200 when every readiness check holds, else 503 naming those that fail
-GET /metrics            Prometheus text format, from the registry given
+GET /metrics            Prometheus text format, from the registry given (rendered off the
+                        request path, at most a few seconds old: exposition.py)
 GET /loglevel           the root logger's level
 PUT /loglevel  "debug"  change it at run time, no restart (also POST)
 """
@@ -10,6 +12,7 @@ PUT /loglevel  "debug"  change it at run time, no restart (also POST)
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -17,9 +20,11 @@ from typing import Any
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from supervisor.logs import LEVELS, current_level, set_level
+from supervisor.metrics.exposition import Exposition
+from supervisor.metrics.server_thread import run_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +33,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 TEXT = "text/plain; charset=utf-8"
 MAX_BODY = 1024
+STALL_LIMIT = 10.0  # seconds the daemon's loop may go without running before /healthz fails
 
 
 class Readiness:
@@ -46,10 +52,28 @@ class Readiness:
         self._checks.pop(name, None)
 
     def failing(self) -> list[str]:
-        return sorted(name for name, ok in self._checks.items() if not ok)
+        # A copy first, in one step: the server's thread reads what the daemon's loop writes.
+        return sorted(name for name, ok in list(self._checks.items()) if not ok)
 
     def ready(self) -> bool:
         return not self.failing()
+
+
+class LoopBeat:
+    """When the daemon's loop last ran, for /healthz served from another thread."""
+
+    def __init__(self, every: float = 1.0, stall_limit: float = STALL_LIMIT) -> None:
+        self.every, self.stall_limit = every, stall_limit
+        self.last = time.monotonic()
+
+    async def run(self) -> None:
+        """On the daemon's loop."""
+        while True:
+            self.last = time.monotonic()
+            await trio.sleep(self.every)
+
+    def stalled_for(self) -> float:
+        return max(0.0, time.monotonic() - self.last - self.every)
 
 
 class Endpoints:
@@ -58,6 +82,8 @@ class Endpoints:
     def __init__(self, readiness: Readiness, registry: CollectorRegistry) -> None:
         self.readiness = readiness
         self.registry = registry
+        self.exposition = Exposition(registry)  # serve_endpoints keeps it fresh
+        self.beat = LoopBeat()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -73,19 +99,24 @@ class Endpoints:
         if method not in ("GET", "HEAD"):
             await _reply(send, 405, "GET only (PUT /loglevel to change the log level)\n")
             return
-        status, content_type, data = self.answer(path)
+        data: str | bytes
+        if path == "/metrics":
+            status, content_type, data = 200, CONTENT_TYPE_LATEST, await self.exposition.body()
+        else:
+            status, content_type, data = self.answer(path)
         await _reply(send, status, data, content_type=content_type, head=method == "HEAD")
 
     def answer(self, path: str) -> tuple[int, str, str | bytes]:
         if path in ("/healthz", "/livez"):
+            stalled = self.beat.stalled_for()
+            if stalled > self.beat.stall_limit:
+                return 503, TEXT, f"the daemon's trio loop has not run for {stalled:.0f}s\n"
             return 200, TEXT, "ok\n"
         if path == "/readyz":
             failing = self.readiness.failing()
             if not failing:
                 return 200, TEXT, "ok\n"
             return 503, TEXT, "".join(f"not ready: {name}\n" for name in failing)
-        if path == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
         if path == "/loglevel":
             return 200, TEXT, current_level() + "\n"
         return 404, TEXT, "not found\n"
@@ -136,14 +167,22 @@ async def serve_endpoints(
     host: str = "0.0.0.0",
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled; task_status.started(the bound port) (port 0 picks a free one)."""
+    """Serve until cancelled; task_status.started(the bound port) (port 0 picks a free one).
+    The server runs on its own loop and thread; the daemon's loop only beats for /healthz."""
     config = Config()
     config.bind = [f"{host}:{port}"]
     config.accesslog = None  # scrapes and probes every few seconds: not worth a log line each
     config.errorlog = logging.getLogger("hypercorn.error")  # through our handlers (JSON)
     config.graceful_timeout = 1.0
+
+    async def server(task_status: trio.TaskStatus[int]) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(endpoints.exposition.run)
+            binds: list[str] = await nursery.start(partial(serve, endpoints, config))  # type: ignore[arg-type]
+            task_status.started(int(binds[0].rsplit(":", 1)[1]))
+
     async with trio.open_nursery() as nursery:
-        binds: list[str] = await nursery.start(partial(serve, endpoints, config))  # type: ignore[arg-type]
-        bound = int(binds[0].rsplit(":", 1)[1])
+        nursery.start_soon(endpoints.beat.run)
+        bound: int = await nursery.start(partial(run_in_thread, server, name="http-endpoints"))
         log.info("HTTP endpoints (/healthz /readyz /metrics /loglevel) on port %d", bound)
         task_status.started(bound)

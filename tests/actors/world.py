@@ -132,7 +132,7 @@ class MemoryWorld:
     async def publish(self, cluster, status):
         self.statuses.append((trio.current_time(), status))
 
-    async def record(self, cluster, *, reason, message, warning=False):
+    async def record(self, cluster, *, reason, message, warning=False, measured=None):
         self.events.append((trio.current_time(), reason, message))
 
 

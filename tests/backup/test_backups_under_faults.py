@@ -48,7 +48,7 @@ class NoEvents:
     """Events of the backups themselves come from the actor; the requests record only a backup
     of an unknown cluster, which these tests have none of."""
 
-    async def record(self, cluster, *, reason, message, warning=False):
+    async def record(self, cluster, *, reason, message, warning=False, measured=None):
         raise AssertionError(f"unexpected event {reason}: {message}")
 
 

@@ -8,6 +8,7 @@ import attrs
 
 from actors.backup.actor import BackupPorts, backup_child
 from actors.backup.source import taken_at
+from actors.measurements import BackupMeasured, Verification
 from actors.model import BackupSpec, LastBackup, LocalStore, RetentionSpec, S3Store, StoreSpec
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.client import open_etcd_client
@@ -61,6 +62,11 @@ async def test_scheduled_backups_are_verified_kept_by_retention_and_reported(tmp
     assert all(d.split(":")[0].rsplit("/", 1)[-1] < snapshots[0] for d in deleted), (deleted, snapshots)
     last = three.backup.last_successful_backup
     assert last.verified and last.revision > 0 and last.size_bytes > 0
+    taken = [m for _, r, m in sup.recorder.measurements if r == "BackupSucceeded"]
+    assert len(taken) >= 3 and all(
+        isinstance(m, BackupMeasured) and m.verification is Verification.PASSED and m.seconds > 0
+        for m in taken
+    ), taken
     healthy = {c.type: c for c in three.conditions}["BackupHealthy"]
     assert healthy.status == "True", healthy
     meta = json.loads((where / f"{snapshots[-1]}.json").read_text())
@@ -203,6 +209,9 @@ async def test_verification_catches_a_snapshot_damaged_in_the_store(tmp_path):
     assert failed.backup.last_successful_backup is None
     (message,) = [m for _, r, m in sup.recorder.events if r == "BackupFailed"][:1]
     assert "does not restore" in message or "verification failed" in message, message
+    # The metrics learn it as data beside the Event (backup_verifications_total{result="failed"}).
+    (measured,) = {m for _, r, m in sup.recorder.measurements if r == "BackupFailed"}
+    assert measured == BackupMeasured(seconds=None, verification=Verification.FAILED)
     assert failed.phase.value == "Running"
 
 

@@ -10,6 +10,7 @@ import attrs
 import trio
 
 from actors.maintenance.actor import defrag_child
+from actors.measurements import Defragmented
 from actors.model import (
     AutoCompactionSpec,
     ClusterResource,
@@ -100,6 +101,13 @@ async def test_fragmented_members_are_defragmented_followers_first_the_leader_la
         assert [r for r, _ in steps][-2:] == ["LeaderMoved", "MemberDefragmented"], steps  # after the move
         for message in (m for _, r, m in sup.recorder.events if r == "MemberDefragmented"):
             assert re.search(r"\): \d+ bytes reclaimed \(.* MiB -> .* MiB\) in \d+\.\d+s$", message), message
+        # The metrics get the numbers as data beside each Event, the same as the message says.
+        measured = [
+            m for ref, r, m in sup.recorder.measurements if ref == demo.ref and r == "MemberDefragmented"
+        ]
+        assert len(measured) == len(defragmented), measured
+        for m in measured:
+            assert isinstance(m, Defragmented) and m.reclaimed_bytes > 0 and m.seconds > 0, m
         assert all(sizes(shrunk)[name] < sizes(bloated)[name] // 2 for name in sizes(bloated))
 
         # Only operations cut short by the cancel at the end may have failed or be unknown.

@@ -100,6 +100,7 @@ CRDS_DIR = REPO / "crds"
 DEPLOY_BASE = REPO / "deploy" / "base"
 BUILD_SCRIPT = REPO / "tests" / "envtest" / "build.sh"
 HELM_BUILD_SCRIPT = REPO / "tests" / "envtest" / "build-helm.sh"
+PROMETHEUS_CRDS_SCRIPT = REPO / "tests" / "envtest" / "fetch-prometheus-crds.sh"
 
 # What deploy/base creates for the operator (kept here so tests do not repeat the names).
 OPERATOR_NAMESPACE = "etcd-supervisor"
@@ -174,6 +175,29 @@ def find_helm() -> Path:
 def require_helm() -> Path:
     """find_helm(), once; missing means a skip (locally) or a failure (CI=true)."""
     return require("helm", find_helm)
+
+
+def find_prometheus_crds() -> Path:
+    """The directory of prometheus-operator's CRDs (fetch-prometheus-crds.sh), or MissingComponent."""
+    try:
+        out = subprocess.run(
+            [str(PROMETHEUS_CRDS_SCRIPT)], capture_output=True, text=True, check=True, timeout=600
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        last = detail.strip().splitlines()[-1] if detail.strip() else str(exc)
+        raise MissingComponent(
+            f"prometheus-operator CRDs unavailable (tests/envtest/fetch-prometheus-crds.sh: {last})"
+        ) from exc
+    crds = Path(out.splitlines()[-1])
+    if not sorted(crds.glob("monitoring.coreos.com_*.yaml")):
+        raise MissingComponent(f"{crds} holds no CRD (run make prometheus-crds)")
+    return crds
+
+
+def require_prometheus_crds() -> Path:
+    """find_prometheus_crds(), once; missing means a skip (locally) or a failure (CI=true)."""
+    return require("prometheus-operator CRDs", find_prometheus_crds)
 
 
 def _which(name: str) -> Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from actors.measurements import BackupMeasured, Defragmented, Measurement, Verification
 from actors.model import ClusterRef, ClusterStatus, MemberStatus, Phase, Role
 from supervisor.metrics.clusters import ClusterMetrics, operation_of
 
@@ -15,12 +16,22 @@ class Recorder:
     def __init__(self) -> None:
         self.statuses: list[ClusterStatus] = []
         self.events: list[str] = []
+        self.measured: list[Measurement | None] = []
 
     async def publish(self, cluster: ClusterRef, status: ClusterStatus) -> None:
         self.statuses.append(status)
 
-    async def record(self, cluster: ClusterRef, *, reason: str, message: str, warning: bool = False) -> None:
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
         self.events.append(reason)
+        self.measured.append(measured)
 
 
 def status(*members: tuple[str, Role, bool], phase: Phase = Phase.RUNNING) -> ClusterStatus:
@@ -76,13 +87,24 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
 
     await metrics.record(REF, reason="MemberRestarted", message="restarted demo-0")
     await metrics.record(REF, reason="RestartMemberFailed", message="no", warning=True)
-    note = "defragmented demo-1 (fragmented): 4194304 bytes reclaimed (6.0 MiB -> 2.0 MiB) in 0.10s"
-    await metrics.record(REF, reason="MemberDefragmented", message=note)
+    # The numbers come as data beside the Event; the message is for people and never parsed.
+    defragged = Defragmented(reclaimed_bytes=4194304, seconds=0.1)
+    await metrics.record(REF, reason="MemberDefragmented", message="reclaimed 1 byte", measured=defragged)
+    shrunk_meanwhile = Defragmented(reclaimed_bytes=-5, seconds=0.1)  # writes grew it: nothing given back
+    await metrics.record(REF, reason="MemberDefragmented", message="m", measured=shrunk_meanwhile)
     assert get("etcd_supervisor_defrag_reclaimed_bytes_total", LABELS) == 4194304
-    # What the backup actor writes (actors/backup/actor.py _describe) carries the duration.
-    taken = "default/demo/x.db: 20480 bytes at revision 9, verified, took 2.50s"
-    await metrics.record(REF, reason="BackupSucceeded", message=taken)
+    taken = BackupMeasured(seconds=2.5, verification=Verification.PASSED)
+    await metrics.record(REF, reason="BackupSucceeded", message="took 9.99s", measured=taken)
     assert get("etcd_supervisor_backup_duration_seconds_sum", LABELS) == 2.5
+    differs = BackupMeasured(verification=Verification.FAILED)  # a failed backup has no duration
+    await metrics.record(REF, reason="BackupFailed", message="x", warning=True, measured=differs)
+    unverified = BackupMeasured(seconds=1.0)  # verify off: no verification result
+    await metrics.record(REF, reason="BackupSucceeded", message="y", measured=unverified)
+    assert get("etcd_supervisor_backup_duration_seconds_count", LABELS) == 2
+    verifications = "etcd_supervisor_backup_verifications_total"
+    assert get(verifications, {**LABELS, "result": "passed"}) == 1
+    assert get(verifications, {**LABELS, "result": "failed"}) == 1
+    assert get(verifications, {**LABELS, "result": "inconclusive"}) is None
     ok = {**LABELS, "operation": "RestartMember", "result": "succeeded"}
     assert get("etcd_supervisor_operations_total", ok) == 1
     assert get("etcd_supervisor_operations_total", {**ok, "result": "failed"}) == 1
@@ -91,10 +113,15 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
         "MemberRestarted",
         "RestartMemberFailed",
         "MemberDefragmented",
+        "MemberDefragmented",
+        "BackupSucceeded",
+        "BackupFailed",
         "BackupSucceeded",
     ]
+    assert inner.measured[-3:] == [taken, differs, unverified]
 
     metrics.forget(REF)  # a cluster torn down takes its series with it
     assert get("etcd_supervisor_leader_changes_total", LABELS) is None
     assert get("etcd_supervisor_cluster_ready_members", LABELS) is None
     assert get("etcd_supervisor_operations_total", ok) is None
+    assert get(verifications, {**LABELS, "result": "passed"}) is None

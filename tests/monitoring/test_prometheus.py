@@ -144,6 +144,9 @@ def test_prometheus_sees_series_move_and_fires_quorum_lost(tmp_path: Path) -> No
             assert prom.value('sum(etcd_server_has_leader{job="etcd",cluster="demo"})') == 3
             assert prom.value('etcd_supervisor_operations_total{cluster="demo",operation="AddLearner"}') == 2
             assert prom.value('sum(etcd_supervisor_actor_messages_handled_total{actor="cluster"})') > 0
+            # Exported at 0 before any backup, so the first failure is an increase() for the alert.
+            verifications = 'etcd_supervisor_backup_verifications_total{cluster="demo",result="failed"}'
+            assert prom.value(verifications) == 0
             assert prom.value(f"etcd_supervisor_member_heal_duration_seconds_count{DEMO}") in (None, 0.0)
             seen_before = prom.value('max(etcd_server_leader_changes_seen_total{job="etcd",cluster="demo"})')
             assert seen_before is not None
