@@ -78,6 +78,48 @@ def test_deployed_operator_forms_a_tls_cluster(
     )
     assert got.stdout.strip() == "v"
     assert time.monotonic() - start < 300
+    log_level_follows_the_configmap(e2e_cluster)
+
+
+def operator_pods(cluster: Cluster) -> dict[str, tuple[str, int]]:
+    """name -> (uid, restarts) of the operator's running pods."""
+    listed = cluster.get_json(
+        "pods", "-l", "app.kubernetes.io/component=operator", namespace=OPERATOR_NAMESPACE
+    )
+    return {
+        p["metadata"]["name"]: (p["metadata"]["uid"], p["status"]["containerStatuses"][0]["restartCount"])
+        for p in listed["items"]
+        if p["status"].get("phase") == "Running"
+    }
+
+
+def level_of(cluster: Cluster, pod: str) -> str:
+    """GET /loglevel of the pod, through the API server's pod proxy."""
+    path = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod}:8080/proxy/loglevel"
+    return cluster.kubectl("get", "--raw", path, check=False).stdout.strip()
+
+
+def log_level_follows_the_configmap(cluster: Cluster) -> None:
+    """`kubectl patch` of the ConfigMap's LOG_LEVEL reaches both replicas without a restart: the
+    kubelet rewrites the mounted file, --log-level-file follows it. (This node's kubelet syncs
+    every 5 s; a default kubelet within about a minute and a half.)"""
+    before = operator_pods(cluster)
+    assert len(before) == 2 and all(level_of(cluster, pod) == "info" for pod in before), before
+    patch = ["patch", "configmap", "etcd-supervisor", "-n", OPERATOR_NAMESPACE, "--type=merge", "-p"]
+    changed = time.monotonic()
+    cluster.kubectl(*patch, '{"data":{"LOG_LEVEL":"debug"}}')
+    try:
+        for pod in before:
+            wait_for(f"{pod} at log level debug", lambda p=pod: level_of(cluster, p) == "debug", 120)
+        print(
+            f"\nConfigMap LOG_LEVEL=debug -> both operator pods at debug in {time.monotonic() - changed:.1f}s"
+        )
+        assert operator_pods(cluster) == before  # the same pods, no container restarted
+        for pod in before:
+            logs = cluster.kubectl("logs", "-n", OPERATOR_NAMESPACE, pod).stdout
+            assert "log level info -> debug (/etc/etcd-supervisor/LOG_LEVEL)" in logs, logs[-2000:]
+    finally:
+        cluster.kubectl(*patch, '{"data":{"LOG_LEVEL":"info"}}', check=False)
 
 
 def test_helm_installed_operator_forms_a_tls_cluster(

@@ -156,17 +156,22 @@ def require_binaries() -> Binaries:
     return require("kube binaries", find_binaries)
 
 
-def find_helm() -> Path:
-    """Locate helm ($HELM, else built once by build-helm.sh) or raise MissingComponent."""
+def _script_output(script: Path, what: str, timeout: float) -> str:
+    """The last line a build/fetch script prints (a path), or MissingComponent naming `what`."""
     try:
         out = subprocess.run(
-            [str(HELM_BUILD_SCRIPT)], capture_output=True, text=True, check=True, timeout=3600
+            [str(script)], capture_output=True, text=True, check=True, timeout=timeout
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
         last = detail.strip().splitlines()[-1] if detail.strip() else str(exc)
-        raise MissingComponent(f"helm unavailable (tests/envtest/build-helm.sh: {last})") from exc
-    helm = Path(out.splitlines()[-1]) if out else Path("helm")
+        raise MissingComponent(f"{what} unavailable (tests/envtest/{script.name}: {last})") from exc
+    return out.splitlines()[-1] if out else ""
+
+
+def find_helm() -> Path:
+    """Locate helm ($HELM, else built once by build-helm.sh) or raise MissingComponent."""
+    helm = Path(_script_output(HELM_BUILD_SCRIPT, "helm", 3600) or "helm")
     if not os.access(helm, os.X_OK):
         raise MissingComponent(f"{helm} missing or not executable (run make envtest)")
     return helm
@@ -179,17 +184,7 @@ def require_helm() -> Path:
 
 def find_prometheus_crds() -> Path:
     """The directory of prometheus-operator's CRDs (fetch-prometheus-crds.sh), or MissingComponent."""
-    try:
-        out = subprocess.run(
-            [str(PROMETHEUS_CRDS_SCRIPT)], capture_output=True, text=True, check=True, timeout=600
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = getattr(exc, "stderr", "") or str(exc)
-        last = detail.strip().splitlines()[-1] if detail.strip() else str(exc)
-        raise MissingComponent(
-            f"prometheus-operator CRDs unavailable (tests/envtest/fetch-prometheus-crds.sh: {last})"
-        ) from exc
-    crds = Path(out.splitlines()[-1])
+    crds = Path(_script_output(PROMETHEUS_CRDS_SCRIPT, "prometheus-operator CRDs", 600))
     if not sorted(crds.glob("monitoring.coreos.com_*.yaml")):
         raise MissingComponent(f"{crds} holds no CRD (run make prometheus-crds)")
     return crds
