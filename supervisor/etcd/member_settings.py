@@ -13,6 +13,7 @@ about 1 s; the guard it adds is the one the plan already holds.
 from __future__ import annotations
 
 import hashlib
+import re
 
 from actors.model import ClusterSpec, MaintenanceSpec
 
@@ -33,9 +34,22 @@ def maintenance_settings(maintenance: MaintenanceSpec) -> tuple[tuple[str, str],
     return tuple(out)
 
 
+def defrag_settings(version: str) -> tuple[tuple[str, str], ...]:
+    """A member that defragments says NOT_SERVING on gRPC health meanwhile (it holds every request
+    until the end), so clients that follow health go to another member: etcd's
+    --experimental-stop-grpc-service-on-defrag from 3.5.13, a feature gate from 3.6."""
+    found = re.match(r"^(\d+)\.(\d+)\.(\d+)", version)
+    release = tuple(int(part) for part in found.groups()) if found else (0, 0, 0)
+    if release >= (3, 6, 0):
+        return (("feature-gates", "StopGRPCServiceOnDefrag=true"),)
+    if release >= (3, 5, 13):
+        return (("experimental-stop-grpc-service-on-defrag", "true"),)
+    return ()
+
+
 def member_settings(spec: ClusterSpec) -> tuple[tuple[str, str], ...]:
     """The etcd settings of a member of `spec` that both runtimes pass the same way."""
-    return SUPERVISED_MEMBER_SETTINGS + maintenance_settings(spec.maintenance)
+    return SUPERVISED_MEMBER_SETTINGS + defrag_settings(spec.version) + maintenance_settings(spec.maintenance)
 
 
 def config_fingerprint(spec: ClusterSpec, *runtime_parts: str) -> str:

@@ -8,7 +8,10 @@ import pytest
 import trio
 
 from supervisor.etcd import Alarm, AlarmKind, NoSpace, open_etcd_client
+from supervisor.etcd.member_settings import defrag_settings
+from supervisor.etcd.serving import follow_serving
 from tests.harness.etcd import EtcdBinaries, running_cluster
+from tests.harness.etcd_versions import built_or_skip, pinned
 
 VALUE = b"v" * 64 * 1024
 
@@ -62,3 +65,29 @@ async def test_nospace_alarm_is_typed_and_can_be_cleared(
             with trio.fail_after(10):
                 await client.put(b"/after-disarm", b"ok")
             assert await client.get(b"/after-disarm") == b"ok"
+
+
+@pytest.mark.parametrize("minor", ["3.5", "3.6"])
+async def test_a_member_says_not_serving_on_grpc_health_while_it_defragments(
+    minor: str, tmp_path: Path, asyncio_loop: None
+) -> None:
+    binaries = built_or_skip(pinned(minor))
+    flags = [f"--{flag}={value}" for flag, value in defrag_settings(binaries.version)]
+    with running_cluster(binaries, tmp_path, size=1, extra_args=flags) as cluster:
+        url = cluster.endpoints[0]
+        seen: list[bool] = []
+        async with open_etcd_client(cluster.endpoints, call_timeout=30.0) as client:
+            for i in range(300):  # ~20 MB of history, then compacted: a defrag with work to do
+                await client.put(f"/defrag/{i % 10}".encode(), VALUE)
+            await client.compact(await client.current_revision())
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(follow_serving, client, url, seen.append)
+                with trio.fail_after(10):
+                    while not seen:
+                        await trio.sleep(0.01)
+                await client.defragment(url)
+                with trio.fail_after(10):
+                    while seen[-1] is not True:
+                        await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+    assert seen[0] is True and False in seen[1:], seen

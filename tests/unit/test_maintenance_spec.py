@@ -117,3 +117,14 @@ def test_compaction_and_quota_become_flags_and_replace_the_local_defaults(tmp_pa
     mode = [a for a in argv if a.startswith("--auto-compaction-mode=")]
     assert quota == [f"--quota-backend-bytes={16 * 2**20}"]
     assert mode == ["--auto-compaction-mode=revision"]
+
+
+def test_members_stop_serving_grpc_health_while_they_defragment_where_etcd_can():
+    def flags(version: str) -> dict[str, str]:
+        return dict(member_settings(ClusterSpec(version=version)))
+
+    assert flags("3.6.16")["feature-gates"] == "StopGRPCServiceOnDefrag=true"
+    assert flags("3.5.35")["experimental-stop-grpc-service-on-defrag"] == "true"
+    assert flags("3.5.13")["experimental-stop-grpc-service-on-defrag"] == "true"
+    for older in ("3.5.12", "3.5.9", "3.4.25"):
+        assert not {"feature-gates", "experimental-stop-grpc-service-on-defrag"} & set(flags(older)), older
