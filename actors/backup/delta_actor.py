@@ -3,11 +3,15 @@ snapshots and writes every change to the store in chunks (spec.backup.deltaPerio
 
 It starts from the newest full snapshot the backup actor reported (deltas without a base are
 useless, so it waits for one) or from the end of the chunks already stored after it, whichever
-is later, and watches the whole keyspace from the next revision on. Each period it asks etcd
-how far the history has been delivered (a progress notification) and writes the changes up to
-there as one chunk (sooner when a chunk grows large). The watch moves between members by itself
-(a member killed, a leader change); a compaction that overtakes it means changes were missed, so
-a new full backup is taken at once and the deltas start again from its revision.
+is later, and watches the whole keyspace from the next revision on. Each period it writes the
+changes delivered so far as one chunk (sooner when a chunk grows large). The watch moves between
+members by itself when one fails (a member killed, a leader change); one that goes silent
+without failing (a member frozen, or cut off by a network that drops packets) is found by
+liveness: a watch quiet for a while is asked for progress, and one that answers nothing, not
+even that, for DEAD_AFTER such requests is moved to another member, from the last revision it
+delivered (the changes not yet written stay pending). A compaction that overtakes the watch
+means changes were missed, so a new full backup is taken at once and the deltas start again
+from its revision.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from actors.backup.deltas import (
     Change,
     HistoryCompacted,
     HistorySource,
+    Liveness,
     chunk_key,
     covered_to,
     deltas_prefix,
@@ -41,12 +46,17 @@ from supervisor.runtime import ChildSpec, leaf_exceptions
 
 log = logging.getLogger(__name__)
 
-IDLE_LOOK = 5.0  # how often a cluster without deltaPeriod (or without a base yet) is looked at
+# How often a cluster without deltaPeriod (or without a base yet) is looked at: often, so the
+# deltas start from the first verified snapshot, not one taken while this one slept.
+IDLE_LOOK = 1.0
 # A chunk is written early once it holds this many changes, so memory stays bounded.
 MAX_CHUNK_CHANGES = 10_000
 RETRY = Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.1)
-PROGRESS_WAIT = 5.0  # for the answer to a progress request before a chunk is cut
-QUIET_LIMIT = 20.0  # no batch at all, progress asked for: the watch is reopened
+# A watch quiet this long (or a period, when shorter) is asked for progress; after DEAD_AFTER
+# such intervals with nothing heard at all it is moved to another member. etcd answers a
+# progress request at once, even on a quiet cluster: silence means the member is not there.
+PROGRESS_EVERY = 5.0
+DEAD_AFTER = 3
 
 
 @define
@@ -65,6 +75,7 @@ class DeltaFollower:
             if spec is None or spec.delta_period is None or spec.store is None or not self._base_known():
                 await trio.sleep(IDLE_LOOK)
                 continue
+            written = self.chunks_written
             try:
                 try:
                     await self._follow(spec)
@@ -74,7 +85,8 @@ class DeltaFollower:
             except HistoryCompacted as exc:
                 await self._full_backup(spec, str(exc))
             except (EtcdError, StoreError, BackupFailed) as exc:
-                failures += 1
+                # The backoff grows only while attempts get nowhere: one that wrote chunks worked.
+                failures = 1 if self.chunks_written > written else failures + 1
                 log.warning("delta backups of %s: %s", self.context.ref, exc)
                 measured = exc.measured() if isinstance(exc, BackupFailed) else None  # a verification's end
                 await self._event("DeltaBackupFailed", str(exc), warning=True, measured=measured)
@@ -103,29 +115,37 @@ class DeltaFollower:
             batches = stream.__aiter__()
             pending: list[Change] = []
             covered = start
-            deadline = trio.current_time() + period
-            heard = trio.current_time()
+            now = trio.current_time()
+            deadline = now + period
+            live = Liveness(every=min(period, PROGRESS_EVERY), misses=DEAD_AFTER, heard_at=now)
             while self._unchanged(spec):
-                with trio.move_on_at(deadline):
+                with trio.move_on_at(min(deadline, live.next_look())):
                     while len(pending) < MAX_CHUNK_CHANGES:
                         batch = await batches.__anext__()
                         pending.extend(batch.changes)
-                        covered, heard = batch.revision, trio.current_time()
-                if trio.current_time() >= deadline:
-                    # Up to where has etcd delivered? A quiet period still moves the chunk's end.
+                        covered = batch.revision
+                        live.heard(trio.current_time())
+                now = trio.current_time()
+                if live.dead(now):
+                    member = stream.move_to_another_member()
+                    live.heard(now)  # a fresh start on the next member
+                    log.warning(
+                        "delta backups of %s: the watch on %s answered nothing for %.0fs;"
+                        " resuming on another member after revision %d",
+                        self.context.ref,
+                        member,
+                        DEAD_AFTER * live.every,
+                        covered,
+                    )
+                elif now >= live.next_look():
                     await stream.request_progress()
-                    with trio.move_on_after(PROGRESS_WAIT):
-                        batch = await batches.__anext__()
-                        pending.extend(batch.changes)
-                        covered, heard = batch.revision, trio.current_time()
-                    deadline = trio.current_time() + period
-                    if trio.current_time() - heard > QUIET_LIMIT:
-                        # Not even a progress answer: a stream stuck on a member that is gone.
-                        # Open a new watch from where the stored chunks end.
-                        raise EtcdError(f"the watch answered nothing for {QUIET_LIMIT:.0f}s")
-                if covered > start:
-                    await self._write(spec, start + 1, covered, pending)
-                    start, pending = covered, []
+                    live.asked(now)
+                if now >= deadline or len(pending) >= MAX_CHUNK_CHANGES:
+                    if covered > start:
+                        await self._write(spec, start + 1, covered, pending)
+                        start, pending = covered, []
+                    if now >= deadline:
+                        deadline = now + period
 
     def _unchanged(self, spec: BackupSpec) -> bool:
         return self.context.desired().resource.spec.backup == spec

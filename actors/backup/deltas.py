@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from attrs import frozen
+from attrs import define, frozen
 
 from actors.errors import EtcdError
 from actors.model import ClusterRef
@@ -65,6 +65,11 @@ class HistoryStream(Protocol):
         """Ask for a batch (possibly empty) that says how far the history has been delivered."""
         ...
 
+    def move_to_another_member(self) -> str:
+        """Give up the member serving the stream (it went silent) for another one, resuming
+        right after the last delivered batch; returns the member given up."""
+        ...
+
 
 class HistorySource(Protocol):
     """Follows a cluster's whole keyspace from a revision on (the Watch RPC), across members."""
@@ -72,6 +77,33 @@ class HistorySource(Protocol):
     def follow(
         self, endpoints: Sequence[str], start_revision: int
     ) -> AbstractAsyncContextManager[HistoryStream]: ...
+
+
+@define
+class Liveness:
+    """When a quiet history stream is asked how far it got, and when it counts as dead.
+
+    A stream that delivered nothing for `every` seconds is asked for progress (again each
+    `every` while it stays quiet). One that delivered nothing at all, not even the answer to
+    such a request, for `misses` times `every` is dead: a member frozen or cut off without its
+    connection closing never ends the stream by itself."""
+
+    every: float
+    misses: int
+    heard_at: float  # when the stream last delivered a batch (or was moved: a fresh start)
+    asked_at: float = float("-inf")
+
+    def heard(self, now: float) -> None:
+        self.heard_at = now
+
+    def asked(self, now: float) -> None:
+        self.asked_at = now
+
+    def next_look(self) -> float:
+        return max(self.heard_at, self.asked_at) + self.every
+
+    def dead(self, now: float) -> bool:
+        return now - self.heard_at >= self.misses * self.every
 
 
 @frozen

@@ -82,6 +82,11 @@ class EtcdAdminAdapter:
             self._client.set_endpoints(endpoints)
         return self._client
 
+    def _for_one(self, endpoint: str) -> EtcdClient:
+        # A call aimed at one member leaves the client's endpoints alone: a watch on this
+        # client fails over between them, and must not be left with that one member only.
+        return self._aimed([endpoint]) if self._client is None else self._client
+
     @asynccontextmanager
     async def follow(self, endpoints: Sequence[str], start_revision: int) -> AsyncIterator[_History]:
         """actors.backup.deltas.HistorySource: every change of the whole keyspace from
@@ -121,7 +126,7 @@ class EtcdAdminAdapter:
         return await _translated(lambda: client.downgrade(action, version))
 
     async def member_health(self, client_url: str) -> MemberHealth:
-        client = self._aimed([client_url]) if self._client is None else self._client
+        client = self._for_one(client_url)
         s = await _translated(lambda: client.status(client_url))
         return MemberHealth(
             member_id=s.member_id,
@@ -148,7 +153,7 @@ class EtcdAdminAdapter:
                 raise
 
     async def defragment(self, client_url: str) -> None:
-        client = self._aimed([client_url]) if self._client is None else self._client
+        client = self._for_one(client_url)
         await _translated(lambda: client.defragment(client_url, time_limit=DEFRAG_TIME_LIMIT))
 
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
@@ -163,12 +168,12 @@ class EtcdAdminAdapter:
         return await _translated(client.current_revision)
 
     async def snapshot(self, endpoint: str, sink: Callable[[bytes], Awaitable[None]]) -> SnapshotTaken:
-        client = self._aimed([endpoint])
+        client = self._for_one(endpoint)
         taken = await _translated(lambda: client.snapshot(sink, endpoint=endpoint))
         return SnapshotTaken(taken.size, taken.sha256, taken.revision, taken.endpoint)
 
     async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
-        client = self._aimed([endpoint])
+        client = self._for_one(endpoint)
         found = await _translated(lambda: client.hash_kv(endpoint, revision))
         return KvHash(found.hash, found.revision, found.compact_revision)
 
@@ -195,6 +200,9 @@ class _History:
 
     async def request_progress(self) -> None:
         await self._watch.request_progress()
+
+    def move_to_another_member(self) -> str:
+        return self._watch.move_to_another_member()
 
 
 def _change(event: WatchEvent) -> Change:

@@ -9,8 +9,15 @@ consumer sees every change exactly once. A compaction that overtakes the watch e
 
 Progress notifications (`WatchBatch.progress`) say "nothing for this range up to revision R":
 etcd sends them every few minutes when asked (`progress_notify`), and `request_progress()`
-asks for one now. etcd 3.4 may answer that request before it has delivered every event below
-the revision it names (fixed in 3.5.8); on 3.5 and later the answer follows them.
+asks for one now. Every one is delivered, also when it names no newer revision than the last
+batch (a quiet cluster): the caller hears that the stream is alive. etcd 3.4 may answer that
+request before it has delivered every event below the revision it names (fixed in 3.5.8); on
+3.5 and later the answer follows them.
+
+A member that stops answering without closing its connection (frozen, or cut off by a network
+that drops packets) leaves a stream that neither errors nor delivers: only the caller can tell,
+by hearing nothing, not even answers to progress requests. `move_to_another_member()` then
+abandons that member for the next one, resuming as after any failure.
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ class WatchBatch:
 class WatchStatistics:
     reconnects: int = 0
     endpoint: str = ""
+    moves: int = 0  # members abandoned by move_to_another_member()
 
 
 class Watch:
@@ -105,6 +113,7 @@ class Watch:
         # The next revision to ask for on a (re)connect: one past the last delivered.
         self._next = start_revision
         self._stream: Stream[Any, Any] | None = None
+        self._on_member = trio.CancelScope()  # the current member's stream; cancelled to move on
         self._send, self._receive = trio.open_memory_channel[WatchBatch | EtcdError](_QUEUE)
         self.statistics = WatchStatistics()
 
@@ -138,22 +147,29 @@ class Watch:
                 except Exception:  # the stream broke meanwhile; the follower reconnects
                     pass
 
+    def move_to_another_member(self) -> str:
+        """Abandon the member serving the watch (it went silent) for the next one, resuming
+        right after the last delivered revision. Returns the member's endpoint."""
+        self._on_member.cancel()
+        self.statistics.moves += 1
+        return self.statistics.endpoint
+
     async def follow(self) -> None:
         """Deliver batches until cancelled or a failure no endpoint can mend."""
-        attempt, streak = 0, 0
+        streak, previous = 0, None
         async with self._send:
             while True:
-                endpoints = list(self._client.endpoints)
-                url = endpoints[attempt % len(endpoints)]
+                url = _after(previous, self._client.endpoints)
                 before = self._next
                 try:
-                    await self._follow_on(Endpoint.parse(url))
+                    with trio.CancelScope() as self._on_member:
+                        await self._follow_on(Endpoint.parse(url))
                 except (EtcdUnavailable, NotSupportedForLearner):
                     pass  # this member cannot serve the watch now: the next one may
                 except EtcdError as error:
                     await self._send.send(error)  # compacted, or refused: the consumer decides
                     return
-                attempt += 1
+                previous = url
                 streak = 0 if self._next > before else streak + 1  # it delivered: no backoff
                 self.statistics.reconnects += 1
                 await trio.sleep(RECONNECT.base_delay(min(streak, 10)))
@@ -211,14 +227,19 @@ class Watch:
         if response.created:
             return
         events = tuple(_event(e) for e in response.events)
-        if events:
-            last = events[-1].revision
-        elif response.header.revision >= self._next:
-            last = response.header.revision  # a progress notification
-        else:
-            return  # progress below what was delivered already: nothing new
+        # Without events: a progress notification. One at or below what was delivered already
+        # (a quiet range, a member catching up) moves nothing, but says the stream is alive.
+        last = events[-1].revision if events else max(response.header.revision, self.revision)
         self._next = last + 1
         await self._send.send(WatchBatch(events, last))
+
+
+def _after(previous: str | None, endpoints: tuple[str, ...]) -> str:
+    """The endpoint to try after `previous`: the next one in the list, so a failing or silent
+    member is not tried again before the others (the first one at the start)."""
+    if previous in endpoints:
+        return endpoints[(endpoints.index(previous) + 1) % len(endpoints)]
+    return endpoints[0]
 
 
 def _event(e: mvccpb.Event) -> WatchEvent:

@@ -78,6 +78,32 @@ async def test_watch_resumes_from_its_last_revision_when_its_member_dies(
     cluster.wait_healthy()
 
 
+async def test_a_watch_moved_off_a_frozen_member_resumes_on_another_from_its_last_revision(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    """A frozen member (SIGSTOP) keeps its connection open: the stream neither fails nor
+    delivers. move_to_another_member() is how its caller gets the history from another one."""
+    async with open_etcd_client(cluster.endpoints, call_timeout=3.0) as client:
+        first = await create(client, b"/f/000", b"v0")
+        async with open_watch(client, b"/f/", b"/f0", start_revision=first) as watch:
+            got: list[WatchBatch] = []
+            await collect(watch, first, got)
+            frozen = cluster.member(watch.statistics.endpoint)
+            frozen.kill(signal.SIGSTOP)
+            try:
+                client.set_endpoints([u for u in cluster.endpoints if u != frozen.client_url])
+                later = [await create(client, b"/f/%03d" % i, b"v%d" % i) for i in range(1, 20)]
+                assert watch.move_to_another_member() == frozen.client_url
+                await collect(watch, later[-1], got)
+                assert watch.statistics.endpoint != frozen.client_url
+            finally:
+                frozen.kill(signal.SIGCONT)
+            assert watch.statistics.moves == 1
+    events = [e for b in got for e in b.events]
+    assert [e.kv.key for e in events] == [b"/f/%03d" % i for i in range(20)]  # each once, in order
+    cluster.wait_healthy()
+
+
 async def test_progress_on_request_and_compaction_overtaking_the_watch(
     cluster: EtcdCluster, asyncio_loop: None
 ) -> None:
@@ -94,6 +120,12 @@ async def test_progress_on_request_and_compaction_overtaking_the_watch(
                     with trio.move_on_after(0.5):
                         batch = await anext(watch)
             assert batch.progress and batch.revision >= head and watch.revision >= head
+            # Nothing new since: the answer names the same revision, and still arrives (it is
+            # how a caller tells a quiet range from a stream that went silent).
+            await watch.request_progress()
+            with trio.fail_after(10):
+                again = await anext(watch)
+            assert again.progress and again.revision == batch.revision
         await client.compact(head)
         async with open_watch(client, b"/p/", b"/p0", start_revision=first) as watch:
             with pytest.raises(WatchCompacted) as compacted:
