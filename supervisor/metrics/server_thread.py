@@ -61,7 +61,8 @@ class _Loop:
             trio.run(self._main)
         except BaseException as exc:  # handed to the caller, in its thread
             self.error = exc
-            self.started.put((False, exc))  # read only when it failed to start
+        # Read only if it ended before it started (failed, or stopped first): never left waiting.
+        self.started.put((False, self.error or RuntimeError("stopped before it started")))
 
     async def _main(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -3,15 +3,20 @@ loop is busy, and /healthz still tells when that loop stalls."""
 
 from __future__ import annotations
 
+import errno
+import socket
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
+import pytest
 import trio
 from prometheus_client import CollectorRegistry, Gauge
 
 from supervisor.metrics.http import Endpoints, LoopBeat, Readiness, serve_endpoints
+from supervisor.runtime import leaf_exceptions
 from tests.harness.poll import until
 
 
@@ -50,3 +55,17 @@ async def test_endpoints_answer_while_the_daemons_loop_is_blocked_and_healthz_te
             lambda: until(lambda: get(port, "/healthz"), lambda a: a[0] == 200, within=10, what="/healthz ok")
         )
         nursery.cancel_scope.cancel()
+
+
+async def test_a_port_taken_fails_the_start_with_the_bind_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        endpoints = Endpoints(Readiness(), CollectorRegistry())
+        with pytest.raises(BaseException) as caught:  # a group: its leaves are checked below
+            async with trio.open_nursery() as nursery:
+                await nursery.start(partial(serve_endpoints, port, endpoints, host="127.0.0.1"))
+    error = caught.value
+    leaves = list(leaf_exceptions(error)) if isinstance(error, BaseExceptionGroup) else [error]
+    assert any(isinstance(e, OSError) and e.errno == errno.EADDRINUSE for e in leaves), leaves
