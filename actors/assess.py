@@ -143,9 +143,13 @@ def _version_of(observed: Observed, name: str) -> str:
 
 
 def cluster_version(statuses: tuple[MemberStatus, ...], observed: Observed) -> str:
-    """The version every member speaks, as etcd decides it: the lowest member version's
-    MAJOR.MINOR.0 ("" until every member has reported one), or, once etcd took it down for a
-    downgrade (a member keeps its data in the downgrade's target), that target."""
+    """The cluster version etcd reports (the leader's /version), or, when the leader did not
+    say, what etcd would decide: the lowest member version's MAJOR.MINOR.0 ("" until every
+    member has reported one), or, once etcd took it down for a downgrade (a member keeps its
+    data in the downgrade's target), that target."""
+    reported = {h.member_id: h.cluster_version for h in observed.health.values() if h and h.cluster_version}
+    if reported:
+        return reported.get(observed.leader_id() or 0) or next(iter(reported.values()))
     versions = [s.version for s in statuses]
     if not versions or "" in versions:
         return ""

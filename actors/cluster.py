@@ -16,6 +16,7 @@ replan on those facts without calling anything.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Hashable, Sequence
 from functools import partial
@@ -257,6 +258,9 @@ class ClusterActor(Actor[ClusterMessage]):
         self._status: ClusterStatus | None = None
         self._holdoff = HoldOff()
         self._times = MemberTimes()
+        # When the last step (succeeded or failed) ended: answers asked before it describe the
+        # cluster before it (the old process of a restarted member, the leader before a move).
+        self._step_done_at = -math.inf
         # Why a step that fails the cluster (a restore) failed last; cleared by any success.
         self._failure: str | None = None
         # The highest store revision any member reported (what a quorum loss may cost beyond
@@ -276,8 +280,8 @@ class ClusterActor(Actor[ClusterMessage]):
             case GetStatus(reply=reply):
                 reply.set(self._status)
                 return
-            case MemberProbed(name=name, health=health):
-                if not self._fold_probe(name, health):
+            case MemberProbed(name=name, health=health, asked_at=asked_at):
+                if not self._fold_probe(name, health, asked_at):
                     return  # the same picture as before: the next tick looks again anyway
             case Tick():
                 self._stale = True
@@ -291,17 +295,21 @@ class ClusterActor(Actor[ClusterMessage]):
                 pass  # assess again with what they reported; the world is as it was
         self._dirty = True
 
-    def _fold_probe(self, name: str, health: MemberHealth | None) -> bool:
+    def _fold_probe(self, name: str, health: MemberHealth | None, asked_at: float) -> bool:
         """Record a probe's answer; True when it changes what the plan or the status reads."""
         now = trio.current_time()
         before = self._health.get(name)
-        self._health[name] = (health, now)
+        if before is not None and before[1] > asked_at:
+            return False  # an eager probe's answer already came in, asked later than this one
+        self._health[name] = (health, asked_at)
         if health is not None:
             self._times.answered(name, now)
             self._revision_seen = max(self._revision_seen, health.revision)
             window = periodic_retention_seconds(self._desired().resource.spec.maintenance)
             self._revisions = self._revisions.record(now, health.revision, window)
-        return before is None or _picture(before[0]) != _picture(health)
+        if before is None or before[1] < self._step_done_at <= asked_at:
+            return True  # the first answer since the last step: the rollout waits on it
+        return _picture(before[0]) != _picture(health)
 
     async def on_drained(self) -> None:
         if self._dirty:
@@ -353,6 +361,7 @@ class ClusterActor(Actor[ClusterMessage]):
             restarted_silent=self._times.restarted_silent(),
             maintenance=self._reports.maintenance.round,
             unreachable_for=self._times.unreachable_for(now),
+            answered_before_step=frozenset(n for n in health if self._health[n][1] < self._step_done_at),
             revision_seen=self._revision_seen,
             revision_ages=self._revisions.ages(now),
             newest_verified_backup=self._newest_verified_backup(),
@@ -419,6 +428,7 @@ class ClusterActor(Actor[ClusterMessage]):
             with trio.fail_after(step.time_limit or self._timing.call_timeout * 3):
                 await step.execute(ctx)
         except (EtcdError, StepFailed, trio.TooSlowError) as exc:
+            self._after_step()
             # Refused, unreachable or failed: observe again later and decide afresh.
             self._holdoff = self._holdoff.refused(trio.current_time(), self._timing.tick)
             self._stale = True  # the step may have half-happened
@@ -428,6 +438,7 @@ class ClusterActor(Actor[ClusterMessage]):
                 self.ref, reason=step.failure_reason, message=f"{step}: {exc!r}", warning=True
             )
             return
+        self._after_step()
         self._holdoff = HoldOff()
         self._failure = None
         step.remember(self._times)
@@ -439,6 +450,13 @@ class ClusterActor(Actor[ClusterMessage]):
             self.ref, reason=step.event_reason, message=step.describe(), measured=step.measured()
         )
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
+
+    def _after_step(self) -> None:
+        """Ask every member afresh: what the next step reads must postdate this one. Not
+        eagerly: an eager probe reports only once its member serves, and the others' answers
+        are wanted now (a restarted member's runtime event asks it eagerly)."""
+        self._step_done_at = trio.current_time()
+        self._members.probe_all()
 
 
 def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
@@ -457,6 +475,7 @@ def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
         progress,
         health.downgrade_target,  # a downgrade enabled, and the data kept in the older
         health.storage_version,  # version: the rollback may go on
+        health.cluster_version,
     )
 
 

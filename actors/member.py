@@ -35,6 +35,9 @@ class MemberProbed:
 
     name: str
     health: MemberHealth | None
+    # When the answer was asked for (trio's clock): an answer asked before a member restarted,
+    # or before a step changed the cluster, describes the world before it, however late it lands.
+    asked_at: float
 
 
 class MemberActor(Actor[Probe]):
@@ -68,13 +71,15 @@ class MemberActor(Actor[Probe]):
         self._eager_window = eager_window
 
     async def handle(self, msg: Probe) -> None:
+        asked_at = trio.current_time()
         health = await self._probe()
         if msg.eager:
-            give_up = trio.current_time() + self._eager_window
+            give_up = asked_at + self._eager_window
             while not serving(health) and trio.current_time() + self._eager_interval < give_up:
                 await trio.sleep(self._eager_interval)
+                asked_at = trio.current_time()
                 health = await self._probe()
-        self._report(MemberProbed(self._name, health))
+        self._report(MemberProbed(self._name, health, asked_at))
 
     async def _probe(self) -> MemberHealth | None:
         with trio.move_on_after(self._probe_timeout):

@@ -530,6 +530,8 @@ class MemberHealth:
     # The cluster version a downgrade was enabled towards ("3.5.0"; etcd 3.6+), "" when none is.
     downgrade_target: str = ""
     storage_version: str = ""  # the version its data is kept in ("3.6.0"; etcd 3.6+)
+    # The cluster version etcd reports ("3.5.0"; its HTTP /version): asked of the leader only.
+    cluster_version: str = ""
 
     @property
     def reclaimable(self) -> int:

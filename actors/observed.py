@@ -47,6 +47,9 @@ class Observed:
     maintenance: DefragRound | None = None
     # Every member: seconds since it last answered a probe (restarts do not reset it).
     unreachable_for: Mapping[str, float] = field(factory=dict)
+    # Members whose latest answer was asked before the cluster's last step ended: it may describe
+    # a process since restarted, or a leader since moved (a probe stays fresh for seconds).
+    answered_before_step: frozenset[str] = frozenset()
     # The highest store revision any member reported to this cluster actor: what the cluster had
     # reached as far as the supervisor knows (a quorum loss may cost what came after it).
     revision_seen: int = 0

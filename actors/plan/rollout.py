@@ -4,7 +4,10 @@ version or image, a changed restart-only flag) are restarted on their own data, 
 Followers go first, the leader last after leadership moved to a member already restarted, so
 the cluster elects at most once. Each restart waits until every member is healthy and caught up
 again, and none starts while a member is unhealthy or membership is changing: a restart costs
-one voter for a few seconds, which only a whole cluster can spare. A member that does not come
+one voter for a few seconds, which only a whole cluster can spare. Every step is decided on
+answers asked after the previous step ended: an earlier answer may come from a restarted
+member's old process (which stays "healthy" for seconds) or name a leader since moved (which
+would move leadership again, and again). A member that does not come
 up with the new configuration therefore stops the rollout where it is (assess says why under
 the Upgrading condition); the members not yet restarted keep running what they ran.
 
@@ -37,16 +40,18 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
     unhealthy = [observed.display_name(m) for m in observed.members if not observed.healthy(m)]
     if unhealthy:
         return Wait(f"rolling restart paused: {', '.join(sorted(unhealthy))} not healthy")
+    unconfirmed = sorted(observed.answered_before_step & set(observed.health))
+    if unconfirmed:
+        return Wait(f"rolling restart waits for {', '.join(unconfirmed)} to answer since the last step")
     lagging = _lagging(observed)
     if lagging:
         return Wait(f"rolling restart waits for {', '.join(lagging)} to catch up")
-    answering_old = _answering_old_version(spec, observed, outdated)
-    if answering_old:
-        return Wait(f"rolling restart waits for {', '.join(answering_old)} to answer on etcd {spec.version}")
     downgrade = _downgrade_first(spec, observed)
     if downgrade is not None:
         return downgrade
     leader = observed.leader_id()
+    if leader is None:
+        return Wait("rolling restart waits for the members to agree on a leader")
     stale = [m for m in observed.voters() if observed.name_of(m) in outdated]
     followers = sorted((m for m in stale if m.id != leader), key=lambda m: -ordinal_of(observed, m))
     if followers:
@@ -90,18 +95,6 @@ def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade |
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
-
-
-def _answering_old_version(spec: ClusterSpec, observed: Observed, outdated: set[str]) -> list[str]:
-    """Members already restarted whose latest answer still names another etcd version: that
-    answer came from the process before the restart (a probe stays fresh for a few seconds),
-    so it says nothing about the new one yet."""
-    wanted = spec.version.split("-")[0]  # an image tag may carry a suffix; etcd reports x.y.z
-    return sorted(
-        name
-        for name, h in observed.health.items()
-        if h is not None and h.version and name not in outdated and h.version != wanted
-    )
 
 
 def _lagging(observed: Observed) -> list[str]:

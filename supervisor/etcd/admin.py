@@ -16,6 +16,7 @@ from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import EtcdMember, MemberHealth
 from supervisor.etcd import errors as etcd
 from supervisor.etcd.client import EtcdClient
+from supervisor.etcd.cluster_version import ClusterVersionReader
 from supervisor.etcd.records import AlarmKind, Member
 from supervisor.etcd.tls import TlsFiles
 from supervisor.etcd.watch import EventKind, Watch, WatchCompacted, WatchEvent, open_watch
@@ -70,6 +71,7 @@ class EtcdAdminAdapter:
         self._credentials = credentials
         self._call_timeout = call_timeout
         self._client: EtcdClient | None = None
+        self._versions = ClusterVersionReader(tls)
 
     def _aimed(self, endpoints: Sequence[str]) -> EtcdClient:
         if not endpoints:
@@ -97,6 +99,7 @@ class EtcdAdminAdapter:
             yield _History(watch)
 
     async def aclose(self) -> None:
+        await self._versions.aclose()
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -128,6 +131,8 @@ class EtcdAdminAdapter:
     async def member_health(self, client_url: str) -> MemberHealth:
         client = self._for_one(client_url)
         s = await _translated(lambda: client.status(client_url))
+        # One member is asked per probe round: the leader, whose word the others follow.
+        leads = s.leader_id != 0 and s.leader_id == s.member_id
         return MemberHealth(
             member_id=s.member_id,
             leader_id=s.leader_id,
@@ -142,6 +147,7 @@ class EtcdAdminAdapter:
             version=s.version,
             downgrade_target=s.downgrade_target,
             storage_version=s.storage_version,
+            cluster_version=await self._versions.read(client_url) if leads else "",
         )
 
     async def compact(self, endpoints: Sequence[str], revision: int) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
+from supervisor.etcd.admin import EtcdAdminAdapter
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 
 
@@ -42,3 +43,19 @@ async def test_works_with_a_client_certificate(cluster: EtcdCluster, asyncio_loo
         await client.put(b"/tls/k", b"v")
         assert await client.get(b"/tls/k") == b"v"
         assert (await client.status(cluster.endpoints[0])).member_id
+
+
+async def test_the_leader_reports_the_cluster_version_over_tls(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    # etcd's HTTP /version, beside gRPC on the client URL, with the same client certificate.
+    files = cluster.tls
+    assert files is not None
+    tls = TlsFiles(ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key)
+    admin = EtcdAdminAdapter(tls=tls)
+    try:
+        health = await admin.member_health(cluster.endpoints[0])  # a one-member cluster: the leader
+    finally:
+        await admin.aclose()
+    major, minor = health.version.split(".")[:2]
+    assert health.cluster_version == f"{major}.{minor}.0"

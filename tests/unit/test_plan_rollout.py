@@ -124,7 +124,7 @@ def test_a_member_silent_on_the_new_configuration_is_restarted_but_never_replace
     assert upgrading_condition(SPEC, seen).reason == "MemberFailedToStart"
 
 
-def test_the_cluster_version_is_the_lowest_members_minor_or_the_downgrade_etcd_made():
+def test_the_cluster_version_is_etcds_or_else_the_lowest_members_minor_or_the_downgrade():
     runtime, members, health = cluster(3)
     health = {n: attrs.evolve(h, version="3.6.16") for n, h in health.items()}
     health["demo-1"] = attrs.evolve(health["demo-1"], version="3.5.35")
@@ -141,14 +141,48 @@ def test_the_cluster_version_is_the_lowest_members_minor_or_the_downgrade_etcd_m
     lowered = {n: attrs.evolve(h, storage_version="3.5.0") for n, h in enabled.items()}
     assert version(lowered) == "3.5.0"
     assert version({**health, "demo-2": None}) == ""  # a member not answering: unknown
+    # What etcd reports (the leader's /version) wins: it raises the version seconds after the
+    # last member runs the new minor, and lowers it for a downgrade before any member goes back.
+    reported = {**on_36, "demo-0": attrs.evolve(on_36["demo-0"], cluster_version="3.5.0")}
+    assert version(reported) == "3.5.0"
+    # A former leader's report, asked before leadership moved, gives way to the leader's.
+    moved = {**reported, "demo-1": attrs.evolve(on_36["demo-1"], cluster_version="3.6.0")}
+    assert version(moved) == "3.5.0"
 
 
-def test_a_restarted_member_counts_only_once_it_answers_on_the_new_version():
+def test_each_step_is_decided_on_answers_asked_after_the_previous_one():
+    # A flag-only rollout (the version stays): only the fingerprint tells old from new.
+    spec = attrs.evolve(SPEC, version="3.5.35")
     runtime, members, health = cluster(3, leader=0)
-    # demo-2 was restarted, but the latest answer is still its old process's (fresh for seconds).
     health = {n: attrs.evolve(h, version="3.5.35") for n, h in health.items()}
-    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
-    assert step == Wait("rolling restart waits for demo-2 to answer on etcd 3.6.16")
-    health["demo-2"] = attrs.evolve(health["demo-2"], version="3.6.16")
-    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+
+    def after_step(configs, health, answered_before):
+        runtime_now = [attrs.evolve(r, config=configs.get(r.name, OLD)) for r in runtime]
+        seen = attrs.evolve(
+            observed(runtime_now, members, health),
+            desired=MemberConfig(NEW),
+            answered_before_step=frozenset(answered_before),
+        )
+        return plan(spec, seen)
+
+    # demo-2 was just restarted; its latest answer came from the old process, still "healthy".
+    step = after_step({"demo-2": NEW}, health, {"demo-2"})
+    assert step == Wait("rolling restart waits for demo-2 to answer since the last step")
+    step = after_step({"demo-2": NEW}, health, set())
     assert isinstance(step, RollMember) and step.name == "demo-1"
+
+    # Leadership was just moved; the answers asked before the move still name the old leader:
+    # moving it again (a no-op etcd accepts) would only add LeaderMoved Events.
+    both = {"demo-1": NEW, "demo-2": NEW}
+    step = after_step(both, health, set(health))
+    assert step == Wait("rolling restart waits for demo-0, demo-1, demo-2 to answer since the last step")
+    moved = {n: attrs.evolve(h, leader_id=1001) for n, h in health.items()}
+    step = after_step(both, moved, set())
+    assert isinstance(step, RollMember) and step.name == "demo-0"
+
+
+def test_no_step_while_the_members_name_no_leader():
+    runtime, members, health = cluster(3)
+    electing = {n: attrs.evolve(h, leader_id=0) for n, h in health.items()}
+    step, _ = rolling(runtime, members, electing, {"demo-2": NEW})
+    assert step == Wait("rolling restart waits for the members to agree on a leader")
