@@ -167,5 +167,5 @@ node:
 	  || echo "the e2e node could not be built; its tests will skip (fail under CI=true)"
 
 # The e2e tier alone (E2E_KUBECONFIG=<file> runs it against that cluster instead).
-test-e2e-node: install envtest node
+test-e2e-node: install envtest node etcd-versions
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)

