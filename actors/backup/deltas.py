@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from attrs import define, frozen
 
@@ -71,6 +71,7 @@ class HistoryStream(Protocol):
         ...
 
 
+@runtime_checkable  # an admin that can follow history is one (supervisor/kube/backups.py)
 class HistorySource(Protocol):
     """Follows a cluster's whole keyspace from a revision on (the Watch RPC), across members."""
 

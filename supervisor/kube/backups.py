@@ -11,7 +11,11 @@ import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 
+import attrs
+
 from actors.backup.actor import BackupPorts, backup_child
+from actors.backup.delta_actor import delta_child
+from actors.backup.deltas import HistorySource
 from actors.backup.ports import BackupRequests
 from actors.cluster import ChildFactory, ClusterContext
 from actors.model import StoreSpec
@@ -82,8 +86,9 @@ def kube_backups(
     requests: BackupRequests | None = None,
     clock: Callable[[], float] = time.time,
     wake_every: float | None = None,
-) -> ChildFactory:
-    """The backup child of every cluster; verification needs the operator's image (helper_image),
+) -> list[ChildFactory]:
+    """The backup children of every cluster: the backup actor and the delta follower (idle
+    without spec.backup.deltaPeriod). Verification needs the operator's image (helper_image),
     on-demand backups the EtcdBackup watch (`requests`)."""
     opener = secret_store_opener(client)
     if helper_image is None:
@@ -91,7 +96,7 @@ def kube_backups(
             "the operator's image is unknown: backups will be stored unverified", extra={"event": "backup"}
         )
 
-    def child(context: ClusterContext) -> ChildSpec:
+    def ports_of(context: ClusterContext) -> BackupPorts:
         verifier = (
             KubeVerifier(
                 client, context.ref, lambda: context.desired().resource.spec, helper_image, tls_files
@@ -99,8 +104,22 @@ def kube_backups(
             if helper_image
             else None
         )
-        ports = BackupPorts(lambda spec: opener(context.ref.namespace, spec), verifier, clock, requests)
+        return BackupPorts(lambda spec: opener(context.ref.namespace, spec), verifier, clock, requests)
+
+    def backups(context: ClusterContext) -> ChildSpec:
+        ports = ports_of(context)
         factory = backup_child(ports) if wake_every is None else backup_child(ports, wake_every=wake_every)
         return factory(context)
 
-    return child
+    def deltas(context: ClusterContext) -> ChildSpec:
+        # The follower's full backups (a compaction overtook its watch) are never on-demand ones.
+        ports = attrs.evolve(ports_of(context), requests=None)
+        return delta_child(ports, history_of)(context)
+
+    return [backups, deltas]
+
+
+def history_of(context: ClusterContext) -> HistorySource | None:
+    """The cluster's etcd admin follows history (the Watch RPC) for the delta follower."""
+    admin = context.ports.admin
+    return admin if isinstance(admin, HistorySource) else None

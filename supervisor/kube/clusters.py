@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import trio
 from prometheus_client import CollectorRegistry
 
+from actors.backup.deltas import HistoryStream
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.cluster import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
@@ -123,6 +125,12 @@ class SecretTlsAdmin:
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
         return await (await self._admin()).disarm_nospace(endpoints)
 
+    @asynccontextmanager
+    async def follow(self, endpoints: Sequence[str], start_revision: int) -> AsyncIterator[HistoryStream]:
+        """actors.backup.deltas.HistorySource, for delta backups (supervisor/kube/backups.py)."""
+        async with (await self._admin()).follow(endpoints, start_revision) as stream:
+            yield stream
+
 
 def as_document(obj: Mapping[str, Any]) -> dict[str, Any]:
     # Items of a list response carry no apiVersion/kind; the resource type is known here.
@@ -192,7 +200,7 @@ class KubeClusters:
             wake_every=self._backup_wake_every,
         )
         fleet_ports = self._ports_for(ports, metrics, image)
-        children = [defrag_child(), metrics.child, backups]
+        children = [defrag_child(), metrics.child, *backups]
         async with (
             trio.open_nursery() as nursery,
             open_fleet(fleet_ports, timing=self._timing, children=children) as fleet,

@@ -18,13 +18,17 @@ from typing import Any
 import attrs
 import trio
 
+from actors.backup.point_in_time import plan_point_in_time
 from actors.backup.ports import BackupResolver, Restored
 from actors.backup.records import KvHash
 from actors.backup.restore_checks import check_against_metadata, restored, store_errors_fail_the_restore
 from actors.errors import RestoreFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
+from supervisor.etcd.client import EtcdClient, open_etcd_client
+from supervisor.etcd.errors import EtcdError
 from supervisor.etcd.head_hash import hash_at_head
+from supervisor.etcd.replay import replay_up_to, wait_serving
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods as pods
@@ -222,17 +226,74 @@ class KubeRestorer:
         if source.backup_name is not None:
             if self._resolver is None:
                 raise RestoreFailed("restoring from an EtcdBackup is not set up in this operator")
-            source = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
+            resolved = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
+            source = attrs.evolve(resolved, revision=source.revision)
         if source.store is None or source.key is None:
             raise RestoreFailed("spec.restore names no store and key")
-        if source.revision is not None:
-            # Replaying delta backups happens in local mode only so far: never restore a full
-            # snapshot in silence when a point in time was asked for.
-            raise RestoreFailed("spec.restore.revision (a point in time) is not supported on Kubernetes yet")
         if self._image is None:
             raise RestoreFailed(
                 f"the operator's image is unknown: set {HELPER_IMAGE_ENV} (or --helper-image)"
             )
+        if source.revision is not None:
+            return await self._restore_to_revision(launch, source, self._image)
+        ref = launch.cluster
+        # The seed's launch is the first: the runtime has made the cluster's Secret by now.
+        tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
+        store = self._open_store(ref.namespace, source.store)
+        try:
+            with store_errors_fail_the_restore(source.store, source.key):
+                async with self._filling_seed(launch, source.key, self._image) as (path, token):
+                    sent = await _push(self._client, path, token, store.get_stream(source.key), tls)
+                    meta = await check_against_metadata(store, source.key, sent.sha256)
+        except SnapshotPodFailed as exc:
+            raise RestoreFailed(f"the backup does not restore: {exc}") from exc
+        finally:
+            await store.aclose()
+        return restored(source.key, sent.size, sent.sha256, meta)
+
+    async def _restore_to_revision(self, launch: MemberLaunch, source: RestoreSpec, image: str) -> Restored:
+        """The newest verified snapshot at or below the revision goes into a scratch pod (a
+        verify pod: one etcd serving it alone), the delta changes up to the revision are
+        replayed into it over the client port, one transaction per original revision, and its
+        snapshot then goes straight into the seed's restore pod. The seed is checked against the
+        scratch's HashKV at the revision."""
+        assert source.store is not None and source.key is not None and source.revision is not None
+        ref, target = launch.cluster, source.revision
+        tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
+        store = self._open_store(ref.namespace, source.store)
+        try:
+            plan = await plan_point_in_time(store, source.key, target)
+            token = secrets.token_hex(16)
+            owner = await _owner(self._client, ref)
+            scratch_pod = pods.verify_pod(
+                owner, launch.spec, name=_pod_name(ref, "verify"), helper_image=image, token=token
+            )
+            with store_errors_fail_the_restore(source.store, plan.snapshot_key):
+                async with open_snapshot_pod(self._client, ref, scratch_pod) as scratch:
+                    path = m.core_path(ref.namespace, "pods", scratch)
+                    fetched = await _push(self._client, path, token, store.get_stream(plan.snapshot_key), tls)
+                    await check_against_metadata(store, plan.snapshot_key, fetched.sha256)
+                    ip = await _wait_pod(self._client, path, _running_ip)
+                    async with _scratch_client(ip, tls) as (etcd, url):
+                        with trio.fail_after(POD_TIMEOUT):
+                            await wait_serving(etcd)
+                        kv_hash = await replay_up_to(etcd, url, plan.changes, target)
+                        async with self._filling_seed(launch, plan.snapshot_key, image) as (seed, seed_token):
+                            sent = await _push_snapshot_of(etcd, url, self._client, seed, seed_token, tls)
+        except SnapshotPodFailed as exc:
+            raise RestoreFailed(f"the backup does not restore: {exc}") from exc
+        except EtcdError as exc:
+            raise RestoreFailed(f"replaying the deltas onto {plan.snapshot_key} failed: {exc}") from exc
+        finally:
+            await store.aclose()
+        return plan.restored(sent.size, sent.sha256, kv_hash)
+
+    @contextlib.asynccontextmanager
+    async def _filling_seed(
+        self, launch: MemberLaunch, key: str, image: str
+    ) -> AsyncIterator[tuple[str, str]]:
+        """A restore pod for the seed's claim: yields (its path, its token) for the push, then
+        waits for it to lay the data down. The claim is marked as a restore's target meanwhile."""
         ref = launch.cluster
         owner = await _owner(self._client, ref)
         token = secrets.token_hex(16)
@@ -240,28 +301,44 @@ class KubeRestorer:
             owner,
             launch,
             name=_pod_name(ref, "restore"),
-            helper_image=self._image,
+            helper_image=image,
             token=token,
             cluster_token=f"{ref.namespace}-{ref.name}-restored-{secrets.token_hex(4)}",
         )
         claim = m.core_path(ref.namespace, "persistentvolumeclaims", m.volume_claim_name(launch.name))
-        # The seed's launch is the first: the runtime has made the cluster's Secret by now.
-        tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
-        store = self._open_store(ref.namespace, source.store)
-        try:
-            await _mark_restoring(self._client, claim, source.key)
-            with store_errors_fail_the_restore(source.store, source.key):
-                async with open_snapshot_pod(self._client, ref, pod) as name:
-                    path = m.core_path(ref.namespace, "pods", name)
-                    sent = await _push(self._client, path, token, store.get_stream(source.key), tls)
-                    meta = await check_against_metadata(store, source.key, sent.sha256)
-                    await _wait_pod(self._client, path, _succeeded)
-            await _mark_restoring(self._client, claim, None)
-        except SnapshotPodFailed as exc:
-            raise RestoreFailed(f"the backup does not restore: {exc}") from exc
-        finally:
-            await store.aclose()
-        return restored(source.key, sent.size, sent.sha256, meta)
+        await _mark_restoring(self._client, claim, key)
+        async with open_snapshot_pod(self._client, ref, pod) as name:
+            path = m.core_path(ref.namespace, "pods", name)
+            yield path, token
+            await _wait_pod(self._client, path, _succeeded)
+        await _mark_restoring(self._client, claim, None)
+
+
+@contextlib.asynccontextmanager
+async def _scratch_client(ip: str, tls: TlsFiles | None) -> AsyncIterator[tuple[EtcdClient, str]]:
+    """A client of a scratch pod's etcd (reached by its IP: see POD_SERVER_NAME)."""
+    if tls is None:
+        url, scratch_tls = f"http://{ip}:{m.CLIENT_PORT}", None
+    else:
+        url, scratch_tls = f"https://{ip}:{m.CLIENT_PORT}", attrs.evolve(tls, server_name=POD_SERVER_NAME)
+    async with open_etcd_client([url], tls=scratch_tls, call_timeout=30.0) as etcd:
+        yield etcd, url
+
+
+async def _push_snapshot_of(
+    etcd: EtcdClient, url: str, client: KubeClient, path: str, token: str, tls: TlsFiles | None
+) -> Received:
+    """Stream the member's snapshot into a snapshot pod as it is taken (no copy on disk)."""
+    send, receive = trio.open_memory_channel[bytes](8)
+
+    async def take() -> None:
+        async with send:
+            await etcd.snapshot(send.send, endpoint=url)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(take)
+        async with receive:
+            return await _push(client, path, token, receive, tls)
 
 
 async def _mark_restoring(client: KubeClient, claim: str, key: str | None) -> None:

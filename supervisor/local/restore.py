@@ -16,13 +16,14 @@ from pathlib import Path
 import attrs
 import trio
 
+from actors.backup.point_in_time import plan_point_in_time
 from actors.backup.ports import BackupResolver, Restored
 from actors.backup.restore_checks import check_against_metadata as _check_against_metadata
 from actors.errors import RestoreFailed, StoreError, StoreNotFound
 from actors.model import MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.etcd.errors import EtcdError
-from supervisor.local.point_in_time import plan_point_in_time, replay
+from supervisor.local.point_in_time import replay
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.runtime import leaf_exceptions
@@ -135,9 +136,7 @@ class LocalRestorer:
         finally:
             snapshot.unlink(missing_ok=True)
             replayed.unlink(missing_ok=True)
-        what = f"{plan.snapshot_key} (revision {plan.snapshot_revision})"
-        what += f" + {len(plan.changes)} changes from delta backups"
-        return Restored(what, size, sha256, source.revision, kv_hash)
+        return plan.restored(size, sha256, kv_hash)
 
     def _etcdutl(self, version: str) -> Path:
         # The cluster's own version restores its seed (3.4 has no etcdutl: its etcdctl does it).

@@ -4,7 +4,9 @@ A cluster with ``spec.backup`` to S3 (moto, bound to the node's gateway so the o
 reaches it; its credentials in a Secret the cluster names) takes an on-demand backup (an
 EtcdBackup) and a scheduled one; the operator verifies each in a pod on the cluster's own etcd
 image (restored, served alone, HashKV compared with the source's); then a new cluster restored
-from the on-demand one (spec.restore.backupName) holds every key.
+from the on-demand one (spec.restore.backupName) and the delta backups after it
+(spec.backup.deltaPeriod), to a revision between later writes (spec.restore.revision), holds
+exactly the keys of that revision.
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
         f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
     )  # fmt: skip
     source = etcd_cluster("src", e2e_cluster.etcd_version, tls=True)
-    source["spec"]["backup"] = {"schedule": "* * * * *", "store": s3_store(s3)}
+    source["spec"]["backup"] = {"schedule": "* * * * *", "deltaPeriod": "2s", "store": s3_store(s3)}
     e2e_cluster.apply([source], namespace=ns)
     wait_for("EtcdCluster src Running", lambda: status(e2e_cluster, ns, "src").get("phase") == "Running", 180)
     # One transaction (no compares; every put on success).
@@ -162,8 +164,28 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
     assert "BackupSucceeded" in event_reasons(e2e_cluster, ns, "before-restore")
     wait_for("the verify pods deleted", lambda: not snapshot_pods_left(e2e_cluster, ns), 60)
 
+    # Delta backups follow the history after the verified backups: writes after them reach the
+    # store in chunks, and a restore to a revision between them replays the chunks up to it.
+    later = [
+        int(
+            json.loads(
+                etcdctl(e2e_cluster, ns, "src", tmp_path, "put", f"/app/later-{i}", f"v{i}", "-w", "json")
+            )["header"]["revision"]
+        )
+        for i in range(3)
+    ]
+    chunks = f"etcd/{ns}/src/deltas/"
+
+    def deltas_reach() -> int | None:
+        listed = s3.boto3_client().list_objects_v2(Bucket=BUCKET, Prefix=chunks).get("Contents") or []
+        reach = max((int(o["Key"].rsplit("-", 1)[-1].split(".")[0]) for o in listed), default=0)
+        return reach if reach >= later[-1] else None
+
+    wait_for("the delta chunks reach the later writes", deltas_reach, 120, poll=1.0)
+    target = later[1]  # the first two later writes, not the third
+
     restored = etcd_cluster("restored", e2e_cluster.etcd_version, tls=True)
-    restored["spec"]["restore"] = {"backupName": "before-restore"}
+    restored["spec"]["restore"] = {"backupName": "before-restore", "revision": target}
     e2e_cluster.apply([restored], namespace=ns)
     wait_for(
         "EtcdCluster restored Running with 3 members",
@@ -174,14 +196,15 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
         240,
         poll=1.0,
     )
-    got = etcdctl(e2e_cluster, ns, "restored", tmp_path, "get", "--prefix", "/app/", "-w", "json")
+    got = json.loads(etcdctl(e2e_cluster, ns, "restored", tmp_path, "get", "--prefix", "/app/", "-w", "json"))
     import base64
 
     kvs = {
         base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode()
-        for kv in json.loads(got).get("kvs") or []
+        for kv in got.get("kvs") or []
     }
-    assert kvs == KEYS
+    assert kvs == {**KEYS, "/app/later-0": "v0", "/app/later-1": "v1"}  # exactly the state at `target`
+    assert int(got["header"]["revision"]) == target  # the original's revisions
     assert "RestoredFromBackup" in event_reasons(e2e_cluster, ns, "restored")
     # A cluster of its own: none of the source's members is in it.
     src_ids = {

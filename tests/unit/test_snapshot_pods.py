@@ -126,11 +126,21 @@ def test_snapshot_pods_are_owned_bounded_and_never_taken_for_members(kind: str) 
     assert spec["automountServiceAccountToken"] is False
 
 
+class NoBackups:
+    """A store with nothing in it (no pod is made: the client is None)."""
+
+    async def list(self, prefix: str) -> list:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
 @pytest.mark.trio
-async def test_a_point_in_time_restore_is_refused_on_kubernetes_not_ignored() -> None:
+async def test_a_point_in_time_restore_without_a_snapshot_below_it_fails_naming_it() -> None:
     restorer = KubeRestorer(
-        cast(KubeClient, None), lambda ns, spec: cast(Any, None), IMAGE, tls_files=cast(Any, None)
+        cast(KubeClient, None), lambda ns, spec: cast(Any, NoBackups()), IMAGE, tls_files=cast(Any, None)
     )
     source = RestoreSpec(store=StoreSpec(local=LocalStore("/b")), key="ns/main/x.db", revision=1480)
-    with pytest.raises(RestoreFailed, match=r"spec\.restore\.revision"):
-        await restorer.restore_seed(launch(ClusterSpec()), source)
+    with pytest.raises(RestoreFailed, match=r"no verified snapshot of ns/main at or below revision 1480"):
+        await restorer.restore_seed(launch(ClusterSpec(tls_enabled=False)), source)
