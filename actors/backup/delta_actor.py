@@ -109,6 +109,9 @@ class DeltaFollower:
                 c for o in await store.list(deltas_prefix(self.context.ref)) if (c := parse_chunk_key(o.key))
             ]
         start = covered_to(stored, self.base)
+        # What is stored already counts for a recovery from backup at once, before the watch
+        # works again (a daemon restarted while every member is gone writes no new chunk).
+        self.context.reports.deltas_reach = max(self.context.reports.deltas_reach, start)
         observed = self.context.feed.latest
         assert observed is not None
         async with self.history.follow(observed.endpoints(), start + 1) as stream:

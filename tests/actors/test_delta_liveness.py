@@ -16,8 +16,17 @@ import trio
 
 from actors.backup.actor import BackupPorts
 from actors.backup.delta_actor import DEAD_AFTER, delta_child
-from actors.backup.deltas import Change, ChangeBatch, covered_to, decode_chunk, parse_chunk_key
+from actors.backup.deltas import (
+    Change,
+    ChangeBatch,
+    chunk_key,
+    covered_to,
+    decode_chunk,
+    encode_chunk,
+    parse_chunk_key,
+)
 from actors.backup.health import BackupReport
+from actors.errors import EtcdUnavailable
 from actors.fleet import open_fleet
 from actors.model import (
     BackupSpec,
@@ -58,6 +67,7 @@ class History:
     changes: list[Change] = attrs.field(factory=list)
     frozen: set[str] = attrs.field(factory=set)
     streams: list[Stream] = attrs.field(factory=list)
+    contexts: list = attrs.field(factory=list)
 
     @property
     def revision(self) -> int:
@@ -68,8 +78,12 @@ class History:
             revision = self.revision + 1
             self.changes.append(Change(revision, b"k%d" % (revision % 7), b"v%d" % revision))
 
+    down: bool = False  # no member answers: every watch fails at once
+
     @asynccontextmanager
     async def follow(self, endpoints, start_revision):
+        if self.down:
+            raise EtcdUnavailable("no member answers")
         stream = Stream(self, list(endpoints), endpoints[0], start_revision - 1)
         self.streams.append(stream)
         yield stream
@@ -123,12 +137,14 @@ async def until(condition, timeout: float = 60.0) -> None:
             await trio.sleep(0.1)
 
 
-async def test_a_silent_member_is_left_for_another_and_a_quiet_cluster_is_not(autojump_clock):
-    world, history, objects = MemoryWorld(), History(), {}
+@asynccontextmanager
+async def following(world: MemoryWorld, history: History, objects: dict[str, bytes]):
+    """A fleet of one 3-member cluster with deltaPeriod, its verified snapshot at BASE."""
     verified = LastBackup("default/demo/snap.db", BASE, 1, verified=True, completion_time=0.0)
 
     def history_for(context):
         context.reports.backup = BackupReport(BackupStatus(last_successful_backup=verified))
+        history.contexts.append(context)
         return history
 
     backup_ports = BackupPorts(lambda spec: MemoryStore(objects), verifier=None)
@@ -139,6 +155,12 @@ async def test_a_silent_member_is_left_for_another_and_a_quiet_cluster_is_not(au
         lambda r: ports(world), timing=TIMING, children=[delta_child(backup_ports, history_for)]
     ) as fleet:
         await fleet.apply([ClusterResource(REF, spec)])
+        yield
+
+
+async def test_a_silent_member_is_left_for_another_and_a_quiet_cluster_is_not(autojump_clock):
+    world, history, objects = MemoryWorld(), History(), {}
+    async with following(world, history, objects):
         history.write(20)
         await until(lambda: covered_to(stored(objects)[0], BASE) == history.revision)
         (stream,) = history.streams
@@ -167,3 +189,19 @@ async def test_a_silent_member_is_left_for_another_and_a_quiet_cluster_is_not(au
     assert changes == history.changes  # each change once, in order, across the move
     assert all(b.first == a.last + 1 for a, b in itertools.pairwise(refs))
     assert not [e for e in world.events if e[1] == "DeltaBackupFailed"]
+
+
+async def test_chunks_stored_before_a_restart_count_for_a_recovery_while_no_member_answers(autojump_clock):
+    # A daemon restarted after losing every member: the chunks an earlier one wrote are in the
+    # store, the watch cannot start, and a recovery from backup must still reach their end.
+    world, history, objects = MemoryWorld(), History(down=True), {}
+    history.write(25)
+    for first, last in ((BASE + 1, 20), (21, 25)):
+        objects[chunk_key(REF, first, last)] = encode_chunk(
+            c for c in history.changes if first <= c.revision <= last
+        )
+    objects[chunk_key(REF, 27, 30)] = b""  # after a gap: not reachable from the snapshot
+    async with following(world, history, objects):
+        await until(lambda: bool(history.contexts) and history.contexts[0].reports.deltas_reach > 0)
+        assert history.contexts[0].reports.deltas_reach == 25
+        assert not history.streams
