@@ -13,9 +13,8 @@ from actors.model import BackupSpec, LastBackup, LocalStore, RetentionSpec, S3St
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import SpecVersionVerifier, local_backups
-from supervisor.local.scratch import find_etcdutl
 from supervisor.local.runtime import open_local_runtime
-from supervisor.local.scratch import ScratchVerifier
+from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.stores import open_store
 from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
