@@ -98,7 +98,7 @@ test-unit: install
 test-etcd: install etcd34
 	$(BIN)/pytest tests/etcd $(PYTEST_ARGS)
 
-test-kube: install envtest prometheus-crds
+test-kube: install envtest prometheus-crds etcd-versions
 	$(BIN)/pytest tests/kube $(PYTEST_ARGS)
 
 test-chaos: install etcd-versions

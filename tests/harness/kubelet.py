@@ -8,8 +8,9 @@ This plays the kubelet's part as faithfully as one machine allows:
   .svc that the search path resolves in a pod, as the headless Service would publish them)
   resolve there through /etc/hosts, so the operator and the members reach each other exactly
   by the URLs the operator wrote;
-- the pod's own etcd command line runs, with 0.0.0.0 bound to the pod's address and the data
-  directory on a per-claim directory, so a pod recreated on the same claim keeps its data;
+- the pod's own etcd command line runs, on the etcd its image tag names (the per-version cache),
+  with 0.0.0.0 bound to the pod's address and the data directory on a per-claim directory, so a
+  pod recreated on the same claim keeps its data;
 - pod status (phase Running, podIP, Ready once the client port answers) is written through
   the pods/status subresource, as a kubelet would; a deleted pod's process is killed.
 
@@ -35,9 +36,18 @@ import trio
 from actors.model import ClusterRef
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_not_found
+from tests.harness.etcd_versions import cache_dir
 
 HOSTS = Path("/etc/hosts")
-ETCD = Path(sys.executable).parent / "etcd"
+ETCD = Path(sys.executable).parent / "etcd"  # when the image's version is not built here
+
+
+def etcd_for(image: str) -> Path:
+    """The etcd the pod's image tag names (quay.io/coreos/etcd:v3.5.35 -> the per-version
+    cache's 3.5.35), as the real image would run: member flags depend on the version."""
+    version = image.rsplit(":", 1)[-1].removeprefix("v")
+    built = cache_dir(version) / "etcd"
+    return built if built.is_file() else ETCD
 _hosts_lock = threading.Lock()
 
 
@@ -133,7 +143,8 @@ class Kubelet:
             args.append(arg)
         log = (self.work / f"{name}.log").open("ab")
         # Popen returns at once; these processes outlive any trio scope, as pods outlive a kubelet call.
-        proc = subprocess.Popen([str(ETCD), *args], stdout=log, stderr=subprocess.STDOUT)  # noqa: ASYNC220
+        etcd = etcd_for(container["image"])
+        proc = subprocess.Popen([str(etcd), *args], stdout=log, stderr=subprocess.STDOUT)  # noqa: ASYNC220
         self.pods[name] = PodProcess(name, pod["metadata"]["uid"], ip, proc)
         self.started.append(name)
 
