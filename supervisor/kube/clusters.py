@@ -287,5 +287,6 @@ async def run_kube(
             health_port=health_port,
             cluster_domain=cluster_domain,
             registry=registry,
+            helper_image=helper_image,
         )
         nursery.cancel_scope.cancel()

@@ -136,6 +136,7 @@ async def run_operator(
     election: LeaderElectionConfig | None = None,
     watch_options: WatchOptions | None = None,
     registry: CollectorRegistry | None = None,
+    helper_image: str | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the operator until cancelled (or until serve_clusters returns).
@@ -158,7 +159,7 @@ async def run_operator(
         task_status.started(port)
         ports = OperatorPorts(
             client=client,
-            runtime=KubeRuntime(client, cluster_domain=cluster_domain),
+            runtime=KubeRuntime(client, cluster_domain=cluster_domain, helper_image=helper_image),
             status=KubeStatusSink(client),
             events=KubeEventSink(client, instance=config.identity),
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +31,9 @@ from actors.model import (
 )
 from actors.ports import MemberChanged
 from supervisor.kube import manifests as m
+from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
+from supervisor.kube.start_gate import open_gate
 from supervisor.kube.tls import generate_cluster_tls
 from supervisor.kube.watch import (
     PODS,
@@ -224,8 +227,13 @@ class KubeRuntime:
         poll_interval: float = 0.5,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         ensure_every: float = ENSURE_EVERY,
+        helper_image: str | None = None,
     ) -> None:
         self._client = client
+        # The operator's own image, for warm pods' start gate (warm_members.py); looked up from
+        # this operator's pod when not given, and no warm pods when it cannot be known.
+        self._helper_image = helper_image
+        self._helper_image_known = helper_image is not None
         self._ensure_every = ensure_every
         # owner uid -> trio.current_time() when its cluster objects were last made sure of
         self._ensured_at: dict[str, float] = {}
@@ -296,6 +304,7 @@ class KubeRuntime:
             nursery.start_soon(self._ensure, m.pdb_path(ns), m.disruption_budget(owner), owner)
             if spec.tls_enabled:
                 nursery.start_soon(self._ensure_tls_secret, owner)
+            nursery.start_soon(self._sweep_warm, owner.ref)
         self._ensured_at[owner.uid] = trio.current_time()
 
     async def _ensure_tls_secret(self, owner: m.Owner) -> None:
@@ -334,6 +343,9 @@ class KubeRuntime:
             )
         elif _meta(claim).get("deletionTimestamp"):
             raise KubeError(409, "VolumeDeleting", f"the data of {name} is being deleted")
+        elif warm.is_warm(claim):  # made ahead for this member (warm_members.py): it is its own now
+            path = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
+            await self._client.merge_patch(path, warm.adoption_patch(owner.ref, name))
 
     async def start_member(self, launch: MemberLaunch) -> None:
         ref, ns = launch.cluster, launch.cluster.namespace
@@ -345,9 +357,17 @@ class KubeRuntime:
         # Create first: a new member's pod does not exist yet, and that is the path bootstrap and
         # scale-up wait on. Only a conflict needs a look at the pod that is there.
         if await self._create_pod(owner, launch, failures=0):
+            await self._warm_next(owner, launch)
             return
         pod_path = m.core_path(ns, "pods", launch.name)
         pod = await self._client.get_or_none(pod_path)
+        if pod is not None and warm.is_warm(pod):
+            if await self._adopt_warm_pod(owner, launch, pod):
+                await self._warm_next(owner, launch)
+                return
+            await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
+            await self._wait_pod_gone(pod_path, str(_meta(pod).get("uid")))
+            pod = None
         failures = 0
         if pod is not None:
             phase = (pod.get("status") or {}).get("phase")
@@ -372,6 +392,98 @@ class KubeRuntime:
             raise
         log.info("started member %s of %s (consecutive failures %d)", launch.name, launch.cluster, failures)
         return True
+
+    # --- warm pods (warm_members.py) ------------------------------------------------------------
+
+    async def _warm_image(self) -> str | None:
+        if not self._helper_image_known:
+            from supervisor.kube.snapshots import helper_image  # the same lookup as snapshot pods
+
+            self._helper_image = await helper_image(self._client)
+            self._helper_image_known = True
+        return self._helper_image
+
+    async def _warm_next(self, owner: m.Owner, launch: MemberLaunch) -> None:
+        """Make the next member's claim and pod ahead of time, if the cluster is still growing.
+        Only a head start: whatever goes wrong here, that member is made as usual later."""
+        upcoming = warm.next_launch(launch, cluster_domain=self._cluster_domain)
+        if upcoming is None:
+            return
+        image = await self._warm_image()
+        if image is None:
+            return
+        ns = owner.ref.namespace
+        member = m.member_pod(owner, upcoming, consecutive_failures=0, cluster_domain=self._cluster_domain)
+        pod = warm.warm_pod(owner, member, helper_image=image, token=secrets.token_hex(16))
+        try:
+            await self._client.create(
+                m.core_path(ns, "persistentvolumeclaims"), warm.warm_claim(owner, upcoming)
+            )
+            await self._client.create(m.core_path(ns, "pods"), pod)
+        except KubeError as exc:  # a conflict: something of that name is there already
+            log.info("no warm pod for %s of %s: %s", upcoming.name, owner.ref, exc)
+            return
+        log.info("made a warm pod for %s of %s", upcoming.name, owner.ref)
+
+    async def _adopt_warm_pod(self, owner: m.Owner, launch: MemberLaunch, pod: Obj) -> bool:
+        """Take the warm pod as this member's and open its gate, if it was made for exactly this
+        launch and its gate listens; False when it cannot be used (the caller replaces it)."""
+        wanted = m.member_pod(owner, launch, consecutive_failures=0, cluster_domain=self._cluster_domain)
+        if not warm.made_for(pod, wanted):
+            return False
+        path = m.core_path(launch.cluster.namespace, "pods", launch.name)
+        gate = await self._gate_when_listening(path, pod)
+        if gate is None:
+            return False
+        await self._client.merge_patch(path, warm.adoption_patch(launch.cluster, launch.name))
+        if not await open_gate(*gate):
+            return False
+        log.info("started member %s of %s in its warm pod", launch.name, launch.cluster)
+        return True
+
+    async def _gate_when_listening(self, path: str, pod: Obj) -> tuple[str, str] | None:
+        """The warm pod's gate, waiting for it while the pod is still being set up on its node
+        (that is the head start it already has); None if it is not there within WARM_SETUP."""
+        with trio.move_on_after(warm.WARM_SETUP):
+            while True:
+                gate = warm.gate_of(pod)
+                if gate is not None:
+                    return gate
+                if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+                    return None
+                await trio.sleep(min(self._poll, 0.1))
+                found = await self._client.get_or_none(path)
+                if found is None or not warm.is_warm(found):
+                    return None
+                pod = found
+        return None
+
+    async def _sweep_warm(self, ref: ClusterRef) -> None:
+        """Delete warm pods whose member never came, and warm claims left without a pod."""
+        ns, selector = ref.namespace, m.label_selector(warm.warm_selector(ref))
+        query = {"labelSelector": selector}
+        try:
+            pods = (await self._client.list_all(m.core_path(ns, "pods"), query=query)).get("items") or []
+            claims = (
+                await self._client.list_all(m.core_path(ns, "persistentvolumeclaims"), query=query)
+            ).get("items") or []
+        except KubeError as exc:  # tidying only: the next look will do
+            log.info("warm pods of %s not swept: %s", ref, exc)
+            return
+        now = self._now()
+
+        def age_of(obj: Mapping[str, Any]) -> float:
+            created = _parse_time(_meta(obj).get("creationTimestamp"))
+            return (now - created).total_seconds() if created else 0.0
+
+        doomed_pods, doomed_claims = warm.sweep(pods, claims, age_of=age_of)
+        try:
+            for name in doomed_pods:
+                await self._client.delete_if_exists(m.core_path(ns, "pods", name), grace_period_seconds=0)
+            for name in doomed_claims:
+                await self._client.delete_if_exists(m.core_path(ns, "persistentvolumeclaims", name))
+        except KubeError as exc:
+            log.info("warm pods of %s not swept: %s", ref, exc)
 
     async def _wait_pod_gone(self, path: str, uid: str) -> None:
         with trio.move_on_after(self._pod_gone_timeout):

@@ -44,6 +44,16 @@ def e2e_cluster() -> Iterator[Cluster]:
         yield Cluster(node.kubeconfig, version, node)
 
 
+@pytest.fixture(scope="package")
+def operator_image(e2e_cluster: Cluster) -> str:
+    """The operator image (deploy/base's tag): built and imported once on the built-in node;
+    elsewhere it must be loaded already."""
+    if e2e_cluster.node is not None:
+        archive = require("operator image", lambda: images.operator_archive(ROOT / "images"))
+        e2e_cluster.node.import_image(archive)
+    return images.OPERATOR_IMAGE
+
+
 @pytest.fixture
 def e2e_namespace(e2e_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
     ns = e2e_cluster.create_namespace(request.node.name.removeprefix("test_"))
@@ -52,13 +62,14 @@ def e2e_namespace(e2e_cluster: Cluster, request: pytest.FixtureRequest) -> Itera
 
 
 @pytest.fixture
-def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path) -> Iterator[Path]:
-    """The operator on this host, watching this test's namespace; yields its log file."""
+def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path, operator_image: str) -> Iterator[Path]:
+    """The operator on this host, watching this test's namespace; yields its log file. It knows
+    its image, as in the cluster, so it makes warm member pods (supervisor/kube/warm_members.py)."""
     # On the built-in node, beside the node's own logs (kept in node.LOGS after the session).
     work, logs = (ROOT / "operator", ROOT / "logs") if e2e_cluster.node else (tmp_path, tmp_path)
     log = logs / f"operator-{e2e_namespace}.log"
     try:
-        with run_operator(e2e_cluster, e2e_namespace, work, log):
+        with run_operator(e2e_cluster, e2e_namespace, work, log, helper_image=operator_image):
             yield log
     finally:
         print(f"operator log (tail):\n{''.join(log.read_text(errors='replace').splitlines(True)[-15:])}")

@@ -235,9 +235,12 @@ def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[s
 
 
 @contextlib.contextmanager
-def run_operator(cluster: Cluster, namespace: str | None, work: Path, log: Path) -> Iterator[Path]:
+def run_operator(
+    cluster: Cluster, namespace: str | None, work: Path, log: Path, *, helper_image: str | None = None
+) -> Iterator[Path]:
     """`etcd-supervisor run` on this host, watching `namespace` (None: all), once it is ready;
-    yields its log.
+    yields its log. With `helper_image` (the operator image, imported on the node) it makes warm
+    member pods and snapshot pods as an in-cluster operator does.
 
     `work` holds its kubeconfig; on the built-in node put both under ROOT, so that the node's
     cleanup finds this process (by its command line) after a crashed run."""
@@ -248,6 +251,8 @@ def run_operator(cluster: Cluster, namespace: str | None, work: Path, log: Path)
     run: list[str | os.PathLike[str]] = ["run", "--kubeconfig", kubeconfig, "--health-port", str(health)]
     if namespace is not None:
         run += ["--namespace", namespace]
+    if helper_image is not None:
+        run += ["--helper-image", helper_image]
     cmd = cluster.host_dns_command([cli, "--log-format", "text", *run])
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -82,6 +82,11 @@ def test_operator_forms_a_tls_cluster_of_real_pods(
     print(f"\nEtcdCluster (3 members, TLS): apply -> Running in {seconds:.2f}s{ratio}")
     # The peer-SAN fix: no learner's first peer connection refused, so no pod crashed.
     assert_no_member_failed(seen)
+    # Each learner ran in the pod made for it ahead of time, its start gate opened once.
+    for p in pods(e2e_cluster, e2e_namespace, f"{m.LABEL_INSTANCE}=demo"):
+        gates = [c for c in p["status"].get("initContainerStatuses") or [] if c["name"] == "start-gate"]
+        opened = [g["state"].get("terminated", {}).get("exitCode") for g in gates]
+        assert opened == ([] if p["metadata"]["name"] == "demo-0" else [0]), (p["metadata"]["name"], gates)
 
     ref = m.ClusterRef(e2e_namespace, "demo")
     ns = ["-n", e2e_namespace]

@@ -19,24 +19,13 @@ import pytest
 from supervisor.kube.leader import LEASE_NAME
 from tests.e2e.cluster import Cluster
 from tests.e2e.formation import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
-from tests.harness import images
-from tests.harness.components import require
 from tests.harness.kube import OPERATOR_NAMESPACE, REPO, require_helm
-from tests.harness.node import ROOT
 
 CHART = REPO / "deploy" / "helm" / "etcd-operator"
 
 
-@pytest.fixture(scope="module")
-def operator_image(e2e_cluster: Cluster) -> None:
-    """Built and imported once on the built-in node; elsewhere it must be loaded already."""
-    if e2e_cluster.node is not None:
-        archive = require("operator image", lambda: images.operator_archive(ROOT / "images"))
-        e2e_cluster.node.import_image(archive)
-
-
 @pytest.fixture
-def deployed_operator(e2e_cluster: Cluster, operator_image: None) -> Iterator[None]:
+def deployed_operator(e2e_cluster: Cluster, operator_image: str) -> Iterator[None]:
     e2e_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", REPO / "deploy")
     try:
         e2e_cluster.kubectl(
@@ -123,7 +112,7 @@ def log_level_follows_the_configmap(cluster: Cluster) -> None:
 
 
 def test_helm_installed_operator_forms_a_tls_cluster(
-    e2e_cluster: Cluster, e2e_namespace: str, operator_image: None
+    e2e_cluster: Cluster, e2e_namespace: str, operator_image: str
 ) -> None:
     """The chart, installed with helm (not just rendered), runs the same image as a real pod."""
     helm = require_helm()  # $HELM, else built once by tests/envtest/build-helm.sh

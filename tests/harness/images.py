@@ -190,6 +190,34 @@ def _shared_libraries(binaries: list[Path]) -> dict[str, Path]:
     return out
 
 
+START_GATE_SOURCE = Path(__file__).resolve().parents[2] / "deploy" / "start-gate"
+
+
+def start_gate_binary() -> Path:
+    """deploy/start-gate, built static once per source version into the cache (as deploy/
+    Dockerfile's gate stage does for the published image)."""
+    sources = [*sorted(START_GATE_SOURCE.glob("*.go")), START_GATE_SOURCE / "go.mod"]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in sources)).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = cache / "etcd-supervisor" / "start-gate" / digest / "start-gate"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_suffix(f".{os.getpid()}")
+        build = ["go", "build", "-trimpath", "-ldflags=-s", "-o", str(partial), "."]
+        try:
+            subprocess.run(
+                build,
+                cwd=START_GATE_SOURCE,
+                env={**os.environ, "CGO_ENABLED": "0"},
+                check=True,
+                capture_output=True,
+            )
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise MissingComponent(f"start-gate not built (Go missing?): {exc}") from exc
+        partial.rename(out)  # atomic: a concurrent caller never runs a half-written binary
+    return out
+
+
 def operator_archive(out_dir: Path) -> Path:
     """The operator image (deploy/base's ``etcd-supervisor:dev``) without a base image to pull.
 
@@ -237,7 +265,10 @@ def operator_archive(out_dir: Path) -> Path:
     runtime.update({"/etc/passwd": passwd, "/etc/group": group})
     # python:3.11-slim has ca-certificates: the S3 client (reqwest) refuses to start without them.
     runtime["/etc/ssl/certs/ca-certificates.crt"] = Path("/etc/ssl/certs/ca-certificates.crt")
-    project: dict[str, Path | str] = {"/usr/local/bin/etcd-supervisor": entry}
+    project: dict[str, Path | str] = {
+        "/usr/local/bin/etcd-supervisor": entry,
+        "/usr/local/bin/start-gate": start_gate_binary(),
+    }
     for package in ("supervisor", "actors", "proto"):
         for path in (repo / package).rglob("*.py"):
             if "__pycache__" not in path.parts:

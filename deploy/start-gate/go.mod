@@ -1,0 +1,3 @@
+module etcd-supervisor/start-gate
+
+go 1.22

@@ -1,0 +1,188 @@
+"""Warm member pods: the next member's pod and claim, made while the current member starts.
+
+Staged bootstrap and scale-up start members one after another, and each new pod spends about a
+second on the node (volumes, sandbox, network, the first status report) before its etcd runs.
+So while member k starts, the runtime already makes the pods the members after it will need
+(warm pods): the member's own pod, except that its etcd container runs `start-gate` in front of
+etcd (start_gate.py says how; an init container of the operator's image copies the program into
+the pod). When the cluster actor adds a member and starts it, the runtime adopts the warm claim
+and pod (relabels them as the member's) and opens the gate, if the pod was made for exactly that
+launch; otherwise it deletes the warm pod and makes the member's as usual.
+
+Warm objects carry the cluster's labels with component `warm-member` and no member label, so
+list_members, the pod watch, the Services and the disruption budget never count them. A warm
+pod whose member never comes fails when its gate gives up; the runtime sweeps failed or old
+warm pods, and warm claims without a pod, whenever it makes sure of the cluster's objects.
+
+Pure: manifests and decisions; runtime.py does the I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from actors.model import ClusterRef, ImageFamily, MemberLaunch, member_name, member_ordinal
+from supervisor.kube import manifests as m
+from supervisor.kube.start_gate import GATE_PORT
+
+Obj = dict[str, Any]
+
+COMPONENT_WARM = "warm-member"
+LABEL_WARM = "etcd.io/warm-member"  # the member the warm pod or claim was made for
+# A digest of the member pod the warm pod stands for (warm_digest): adopted only for that launch.
+ANNOTATION_WARM_FOR = "etcd.io/warm-for"
+GATE_CONTAINER = "start-gate"  # the init container that puts the program in place
+GATE_DIR = "/start-gate"
+TOKEN_ENV = "START_TOKEN"
+GATE_WITHIN = 300  # seconds a warm pod waits for its member before it fails
+# Older than this (the gate has given up by then), or failed: the runtime deletes it.
+WARM_MAX_AGE = GATE_WITHIN + 60
+# A warm claim whose pod is gone is deleted once this old (its pod is made right after it).
+CLAIM_GRACE = 60
+# How long a start waits for a warm pod still being set up (scheduled, volumes, sandbox) before
+# it makes a fresh pod instead: a node sets a pod up in about a second.
+WARM_SETUP = 10.0
+# At most this many members are made ahead (a scale-up by more makes the rest as it goes).
+AHEAD = 4
+
+
+def warm_selector(ref: ClusterRef) -> dict[str, str]:
+    return {**m.cluster_labels(ref), m.LABEL_COMPONENT: COMPONENT_WARM}
+
+
+def _warm_labels(ref: ClusterRef, member: str) -> dict[str, str]:
+    return {**warm_selector(ref), LABEL_WARM: member}
+
+
+def adoption_patch(ref: ClusterRef, member: str) -> Obj:
+    """The merge patch that makes a warm pod or claim the member's own."""
+    return {"metadata": {"labels": {**m.member_labels(ref, member), LABEL_WARM: None}}}
+
+
+def is_warm(obj: Mapping[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(m.LABEL_COMPONENT) == COMPONENT_WARM
+
+
+def next_launch(launch: MemberLaunch, *, cluster_domain: str) -> MemberLaunch | None:
+    """The launch the member after `launch` will most likely get, if the cluster is still growing:
+    the next ordinal (the planner names new members one past the highest), joining the members
+    `launch` starts among, itself included. None for a restart or once the size is reached."""
+    cluster = launch.cluster
+    members = [name for name, _ in launch.initial_cluster]
+    if launch.name not in members or launch.force_new_cluster or len(members) >= launch.spec.size:
+        return None
+    if launch.spec.image_family is ImageFamily.BITNAMI:
+        return None  # its image starts etcd through scripts of its own: no gate in front
+    ordinals = [o for o in (member_ordinal(cluster, name) for name in members) if o is not None]
+    if not ordinals:
+        return None
+    name = member_name(cluster, max(ordinals) + 1)
+    urls = m.member_urls(cluster, name, tls=launch.spec.tls_enabled, cluster_domain=cluster_domain)
+    # Sorted by name, as the planners list it (actors/plan/common.py initial_cluster).
+    joining = tuple(sorted((*launch.initial_cluster, (name, urls.peer_url))))
+    return MemberLaunch(cluster, name, urls, joining, "existing", launch.spec)
+
+
+def upcoming_launches(launch: MemberLaunch, *, cluster_domain: str) -> list[MemberLaunch]:
+    """The launches of the members after `launch` until the size is reached (at most AHEAD)."""
+    found: list[MemberLaunch] = []
+    ahead = next_launch(launch, cluster_domain=cluster_domain)
+    while ahead is not None and len(found) < AHEAD:
+        found.append(ahead)
+        ahead = next_launch(ahead, cluster_domain=cluster_domain)
+    return found
+
+
+def member_pod_digest(pod: Mapping[str, Any]) -> str:
+    """What makes two member pods the same pod: spec and annotations (not labels)."""
+    shape = {"spec": pod["spec"], "annotations": pod["metadata"].get("annotations") or {}}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def warm_claim(owner: m.Owner, launch: MemberLaunch) -> Obj:
+    claim = m.member_volume_claim(owner, launch.spec, launch.name, launch.urls)
+    claim["metadata"]["labels"] = _warm_labels(owner.ref, launch.name)
+    return claim
+
+
+def warm_pod(owner: m.Owner, member_pod: Obj, *, helper_image: str, token: str) -> Obj:
+    """`member_pod` (manifests.member_pod for the predicted launch) with its etcd behind a gate."""
+    name = member_pod["metadata"]["name"]
+    pod = copy.deepcopy(member_pod)
+    pod["metadata"]["labels"] = _warm_labels(owner.ref, name)
+    pod["metadata"]["annotations"][ANNOTATION_WARM_FOR] = member_pod_digest(member_pod)
+    spec = pod["spec"]
+    spec["volumes"] = [*spec["volumes"], {"name": "start-gate", "emptyDir": {}}]
+    mount = {"name": "start-gate", "mountPath": GATE_DIR, "readOnly": True}
+    spec["initContainers"] = [_copy_container(helper_image), *spec.get("initContainers", [])]
+    etcd = _etcd(pod)
+    gate = [f"{GATE_DIR}/start-gate", f"--port={GATE_PORT}", f"--within={GATE_WITHIN}s", "--"]
+    etcd["command"] = [*gate, *etcd["command"]]
+    etcd["env"] = [*etcd.get("env", []), {"name": TOKEN_ENV, "value": token}]
+    etcd["volumeMounts"] = [*etcd["volumeMounts"], mount]
+    return pod
+
+
+def _etcd(pod: Mapping[str, Any]) -> Obj:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == "etcd")
+
+
+def _copy_container(helper_image: str) -> Obj:
+    return {
+        "name": GATE_CONTAINER,
+        "image": helper_image,
+        "command": ["etcd-supervisor", "--log-format=text", "copy-start-gate", f"{GATE_DIR}/start-gate"],
+        "volumeMounts": [{"name": "start-gate", "mountPath": GATE_DIR}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,  # the operator image's user (deploy/Dockerfile)
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    }
+
+
+def gate_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(pod IP, token) of a warm pod whose gate runs; None when it does not (yet, or any more)."""
+    status = pod.get("status") or {}
+    ip = status.get("podIP")
+    running = any(
+        c.get("name") == "etcd" and (c.get("state") or {}).get("running")
+        for c in status.get("containerStatuses") or []
+    )
+    env = _etcd(pod).get("env") or []
+    token = next((e.get("value") for e in env if e.get("name") == TOKEN_ENV), None)
+    if not (ip and running and token) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    return str(ip), str(token)
+
+
+def made_for(pod: Mapping[str, Any], member_pod: Obj) -> bool:
+    """Whether the warm `pod` was made for exactly the member pod the launch needs now."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(ANNOTATION_WARM_FOR) == member_pod_digest(member_pod)
+
+
+def sweep(pods: list[Obj], claims: list[Obj], *, age_of: Any) -> tuple[list[str], list[str]]:
+    """(warm pods, warm claims) to delete, by name: pods that failed or outlived their gate,
+    claims whose pod is gone (or going) once past their grace. `age_of(obj)` -> seconds."""
+    doomed_pods = [
+        p["metadata"]["name"]
+        for p in pods
+        if (p.get("status") or {}).get("phase") in ("Failed", "Succeeded") or age_of(p) > WARM_MAX_AGE
+    ]
+    living = {p["metadata"]["name"] for p in pods} - set(doomed_pods)
+    doomed_claims = [
+        c["metadata"]["name"]
+        for c in claims
+        if c["metadata"]["labels"].get(LABEL_WARM) not in living and age_of(c) > CLAIM_GRACE
+    ]
+    return doomed_pods, doomed_claims
