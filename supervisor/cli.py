@@ -83,12 +83,6 @@ def build_parser() -> argparse.ArgumentParser:
     receive.add_argument("--tls-cert", default=None, help="serve TLS with this certificate (and --tls-key)")
     receive.add_argument("--tls-key", default=None, help="the key of --tls-cert")
 
-    gate = sub.add_parser(
-        "copy-start-gate",
-        help="(inside a warm member pod) copy this image's start-gate program to DEST",
-    )
-    gate.add_argument("dest", metavar="DEST", help="where the member's etcd container finds it")
-
     local = sub.add_parser(
         "local",
         help="run clusters as etcd processes on loopback, no Kubernetes",
@@ -142,8 +136,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(level=args.log_level, fmt=args.log_format)
     if args.command == "receive-snapshot":
         return _receive_snapshot(Path(args.out), args.port, args.tls_cert, args.tls_key)
-    if args.command == "copy-start-gate":
-        return _copy_start_gate(Path(args.dest))
     if args.command == "local":
         from supervisor.local.daemon import run_local
 
@@ -196,18 +188,6 @@ def _receive_snapshot(out: Path, port: int, cert: str | None, key: str | None) -
     tls = server_tls(Path(cert), Path(key)) if cert and key else None
     got = trio.run(partial(receive_snapshot, out, port=port, token=token, tls=tls))
     print(f"received {got.size} bytes, sha256 {got.sha256}")
-    return 0
-
-
-def _copy_start_gate(dest: Path) -> int:
-    import shutil
-
-    found = shutil.which("start-gate")
-    if found is None:
-        print("etcd-supervisor copy-start-gate: no start-gate program in this image", file=sys.stderr)
-        return 2
-    shutil.copyfile(found, dest)
-    dest.chmod(0o755)
     return 0
 
 

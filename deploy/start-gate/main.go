@@ -3,6 +3,8 @@
 //
 // Usage: START_TOKEN=... start-gate [--port 2391] [--within 300s] -- /usr/local/bin/etcd FLAGS...
 //
+//	start-gate --copy-to PATH   (an init container of the operator's image puts it in the pod)
+//
 // The operator connects to the port and sends the token and a newline; the gate answers "ok",
 // closes its listener and execs the command with the environment minus START_TOKEN. A wrong
 // token is turned away. Unopened after --within, it exits 1 (the operator sweeps the pod).
@@ -27,7 +29,12 @@ const tokenVariable = "START_TOKEN"
 func main() {
 	port := flag.Int("port", 2391, "TCP port to listen on")
 	within := flag.Duration("within", 300*time.Second, "exit 1 when not opened within this long")
+	copyTo := flag.String("copy-to", "", "copy this program to the path given, and exit")
 	flag.Parse()
+	if *copyTo != "" {
+		copySelf(*copyTo)
+		return
+	}
 	command, token := flag.Args(), os.Getenv(tokenVariable)
 	if len(command) == 0 || token == "" {
 		fail(2, "usage: %s=TOKEN start-gate [--port N] [--within D] -- COMMAND [ARGS...]", tokenVariable)
@@ -69,6 +76,20 @@ func opened(conn net.Conn, token string) bool {
 	}
 	_, err = conn.Write([]byte("ok\n"))
 	return err == nil
+}
+
+func copySelf(to string) {
+	self, err := os.Executable()
+	if err != nil {
+		fail(2, "copy: %v", err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		fail(2, "copy: %v", err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		fail(2, "copy: %v", err)
+	}
 }
 
 func environmentWithout(name string) []string {

@@ -404,26 +404,34 @@ class KubeRuntime:
         return self._helper_image
 
     async def _warm_next(self, owner: m.Owner, launch: MemberLaunch) -> None:
-        """Make the next member's claim and pod ahead of time, if the cluster is still growing.
-        Only a head start: whatever goes wrong here, that member is made as usual later."""
-        upcoming = warm.next_launch(launch, cluster_domain=self._cluster_domain)
-        if upcoming is None:
+        """Make the claims and pods of the members still to come ahead of time (up to
+        warm.AHEAD), if the cluster is still growing: each is set up on its node by the time
+        its turn comes. Only a head start: whatever goes wrong here, a member is made as usual
+        later."""
+        upcoming = warm.upcoming_launches(launch, cluster_domain=self._cluster_domain)
+        if not upcoming:
             return
         image = await self._warm_image()
         if image is None:
             return
+        async with trio.open_nursery() as nursery:
+            for ahead in upcoming:
+                nursery.start_soon(self._make_warm, owner, ahead, image)
+
+    async def _make_warm(self, owner: m.Owner, ahead: MemberLaunch, image: str) -> None:
         ns = owner.ref.namespace
-        member = m.member_pod(owner, upcoming, consecutive_failures=0, cluster_domain=self._cluster_domain)
+        member = m.member_pod(owner, ahead, consecutive_failures=0, cluster_domain=self._cluster_domain)
         pod = warm.warm_pod(owner, member, helper_image=image, token=secrets.token_hex(16))
         try:
             await self._client.create(
-                m.core_path(ns, "persistentvolumeclaims"), warm.warm_claim(owner, upcoming)
+                m.core_path(ns, "persistentvolumeclaims"), warm.warm_claim(owner, ahead)
             )
             await self._client.create(m.core_path(ns, "pods"), pod)
-        except KubeError as exc:  # a conflict: something of that name is there already
-            log.info("no warm pod for %s of %s: %s", upcoming.name, owner.ref, exc)
+        except KubeError as exc:
+            if not is_conflict(exc):  # a conflict: made ahead by an earlier start already
+                log.info("no warm pod for %s of %s: %s", ahead.name, owner.ref, exc)
             return
-        log.info("made a warm pod for %s of %s", upcoming.name, owner.ref)
+        log.info("made a warm pod for %s of %s", ahead.name, owner.ref)
 
     async def _adopt_warm_pod(self, owner: m.Owner, launch: MemberLaunch, pod: Obj) -> bool:
         """Take the warm pod as this member's and open its gate, if it was made for exactly this

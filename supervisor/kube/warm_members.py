@@ -136,7 +136,8 @@ def _copy_container(helper_image: str) -> Obj:
     return {
         "name": GATE_CONTAINER,
         "image": helper_image,
-        "command": ["etcd-supervisor", "--log-format=text", "copy-start-gate", f"{GATE_DIR}/start-gate"],
+        # The program copies itself: no interpreter to start on this path.
+        "command": ["start-gate", f"--copy-to={GATE_DIR}/start-gate"],
         "volumeMounts": [{"name": "start-gate", "mountPath": GATE_DIR}],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {
@@ -151,16 +152,18 @@ def _copy_container(helper_image: str) -> Obj:
 
 
 def gate_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(pod IP, token) of a warm pod whose gate runs; None when it does not (yet, or any more)."""
+    """(pod IP, token) of a warm pod that has its address; None before (or once it is going).
+
+    Its gate may not listen yet: the caller connects until it does, rather than wait for the
+    kubelet to report the container running (up to a second after it is)."""
     status = pod.get("status") or {}
     ip = status.get("podIP")
-    running = any(
-        c.get("name") == "etcd" and (c.get("state") or {}).get("running")
-        for c in status.get("containerStatuses") or []
-    )
     env = _etcd(pod).get("env") or []
     token = next((e.get("value") for e in env if e.get("name") == TOKEN_ENV), None)
-    if not (ip and running and token) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+    gone = status.get("phase") in ("Failed", "Succeeded") or (pod.get("metadata") or {}).get(
+        "deletionTimestamp"
+    )
+    if not (ip and token) or gone:
         return None
     return str(ip), str(token)
 

@@ -41,3 +41,9 @@ async def test_an_unopened_gate_gives_up(tmp_path) -> None:
     argv = [str(start_gate_binary()), f"--port={free_port()}", "--within=1s", "--", "/bin/true"]
     done = await trio.run_process(argv, env={"START_TOKEN": "t"}, check=False, capture_stderr=True)
     assert done.returncode == 1 and b"not opened within 1s" in done.stderr
+
+
+async def test_the_gate_copies_itself_where_an_init_container_puts_it(tmp_path) -> None:
+    target = tmp_path / "start-gate"
+    await trio.run_process([str(start_gate_binary()), f"--copy-to={target}"])
+    assert target.read_bytes() == start_gate_binary().read_bytes() and os.access(target, os.X_OK)

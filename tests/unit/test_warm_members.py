@@ -90,7 +90,7 @@ def test_a_warm_pod_is_the_members_pod_behind_a_gate_and_counts_for_nothing_unti
     assert gate[0].startswith(warm.GATE_DIR) and {"name": warm.TOKEN_ENV, "value": "tok"} in etcd["env"]
     (copy,) = [c for c in pod["spec"]["initContainers"] if c["name"] == warm.GATE_CONTAINER]
     assert copy["image"] == IMAGE and pod["spec"]["initContainers"][0] is copy
-    assert copy["command"][-1] == gate[0]
+    assert copy["command"][-1] == f"--copy-to={gate[0]}"
     # Not a member for the runtime, the watches, the Services or the disruption budget ...
     assert member_ref(pod) is None
     labels = pod["metadata"]["labels"]
@@ -121,11 +121,11 @@ def test_a_warm_pod_is_adopted_only_for_the_launch_it_was_made_for() -> None:
 def test_the_gate_is_opened_only_while_it_listens() -> None:
     pod, _ = _warm_and_member(warm.next_launch(launch(SPEC), cluster_domain="cluster.local"))  # type: ignore[arg-type]
     assert warm.gate_of(pod) is None  # not scheduled yet
-    pod["status"] = {"podIP": "10.244.0.9", "containerStatuses": [{"name": "etcd", "state": {"waiting": {}}}]}
-    assert warm.gate_of(pod) is None  # the gate's container not running yet
-    pod["status"]["containerStatuses"] = [{"name": "etcd", "state": {"running": {"startedAt": "now"}}}]
-    assert warm.gate_of(pod) == ("10.244.0.9", "tok")
-    pod["status"]["containerStatuses"] = [{"name": "etcd", "state": {"terminated": {}}}]
+    pod["status"] = {"phase": "Pending"}
+    assert warm.gate_of(pod) is None  # no address yet
+    pod["status"] = {"phase": "Pending", "podIP": "10.244.0.9"}
+    assert warm.gate_of(pod) == ("10.244.0.9", "tok")  # the caller connects until it listens
+    pod["status"]["phase"] = "Failed"
     assert warm.gate_of(pod) is None  # given up
 
 
