@@ -99,7 +99,6 @@ class EtcdAdminAdapter:
             yield _History(watch)
 
     async def aclose(self) -> None:
-        await self._versions.aclose()
         if self._client is not None:
             await self._client.aclose()
             self._client = None

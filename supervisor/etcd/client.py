@@ -612,20 +612,24 @@ async def _translated(
     pool: ChannelPool, endpoint: Endpoint, make: Callable[[Channel], AsyncIterator[T]]
 ) -> AsyncIterator[T]:
     """An asyncio async iterator whose grpclib failures come out as typed errors."""
-    iterator = make(pool.get(endpoint))
-    while True:
-        try:
-            item = await iterator.__anext__()
-        except StopAsyncIteration:
-            return
-        except Exception as error:
-            typed = translate(error, endpoint, pool)
-            if typed is None or typed is error:
-                raise
-            if isinstance(typed, EtcdConnectionError):
-                pool.drop(endpoint.url)
-            raise typed from error
-        yield item
+    channel = pool.get(endpoint)
+    iterator = make(channel)
+    try:
+        while True:
+            try:
+                item = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception as error:
+                typed = translate(error, endpoint, pool)
+                if typed is None or typed is error:
+                    raise
+                if isinstance(typed, EtcdConnectionError):
+                    pool.drop(endpoint.url, channel)
+                raise typed from error
+            yield item
+    finally:
+        pool.close_if_dropped(endpoint.url, channel)
 
 
 def sole_error(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -87,9 +87,19 @@ class ChannelPool:
             self._channels[endpoint.url] = channel
         return channel
 
-    def drop(self, url: str) -> None:
-        channel = self._channels.pop(url, None)
+    def drop(self, url: str, channel: Channel | None = None) -> None:
+        """Close the endpoint's channel (only if it is still `channel`, when given)."""
+        if channel is None or self._channels.get(url) is channel:
+            channel = self._channels.pop(url, None)
         if channel is not None:
+            channel.close()
+
+    def close_if_dropped(self, url: str, channel: Channel) -> None:
+        """Close `channel` if the pool let go of it while a call used it: a channel closed while
+        it connected gets its connection after the close, and left to the garbage collector it
+        closes itself from wherever the collector runs (a worker thread), which breaks the
+        event loop bridge."""
+        if self._channels.get(url) is not channel:
             channel.close()
 
     def keep_only(self, urls: set[str]) -> None:
@@ -137,13 +147,16 @@ async def invoke(
     call: Callable[[Channel], Awaitable[T]],
 ) -> T:
     """Run ``call`` on the endpoint's channel (asyncio side), translating its failures."""
+    channel = pool.get(endpoint)
     try:
-        return await call(pool.get(endpoint))
+        return await call(channel)
     except Exception as error:
         typed = translate(error, endpoint, pool)
         if typed is None or typed is error:
             raise
         if isinstance(typed, EtcdConnectionError):
             # Start afresh next time: a half-dead HTTP/2 connection would fail again.
-            pool.drop(endpoint.url)
+            pool.drop(endpoint.url, channel)
         raise typed from error
+    finally:
+        pool.close_if_dropped(endpoint.url, channel)
