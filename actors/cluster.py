@@ -444,7 +444,8 @@ class ClusterActor(Actor[ClusterMessage]):
         step.remember(self._times)
         if isinstance(step, QuorumRecovery):
             self._last_recovery = step.outcome(time.time())
-            self._revision_seen = step.revision  # the recovered history is the one to follow now
+            # The recovered history is the one to follow now.
+            self._revision_seen = step.recovered_revision()
             self._revisions = RevisionSamples()
         await self._ports.events.record(
             self.ref, reason=step.event_reason, message=step.describe(), measured=step.measured()

@@ -10,9 +10,11 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
+import attrs
 from attrs import frozen
 
 from actors.actions import Action, ActionContext, RestoreSeed
+from actors.errors import EtcdError
 from actors.model import LastRecovery, MemberLaunch, RecoveryPath, RestoreSpec
 
 
@@ -27,15 +29,20 @@ class QuorumRecovery(Action):
     def outcome(self, at: float) -> LastRecovery:
         """What the status records once the step is done."""
 
+    def recovered_revision(self) -> int:
+        """The revision the cluster was recovered to, as known once the step ran."""
+        return self.revision
+
     def loss_note(self) -> str:
-        lost = self.revision_seen - self.revision
-        if self.revision_seen == 0:
+        revision, seen = self.recovered_revision(), max(self.revision_seen, self.recovered_revision())
+        lost = seen - revision
+        if seen == 0:
             return "no revision was observed before the loss"
         if lost <= 0:
-            return f"the supervisor last observed revision {self.revision_seen}: nothing observed is lost"
+            return f"the supervisor last observed revision {seen}: nothing observed is lost"
         return (
-            f"the supervisor last observed revision {self.revision_seen}: "
-            f"the changes of up to {lost} revisions after {self.revision} may be lost"
+            f"the supervisor last observed revision {seen}: "
+            f"the changes of up to {lost} revisions after {revision} may be lost"
         )
 
 
@@ -45,27 +52,38 @@ class RecoverFromSurvivor(QuorumRecovery):
     cluster with the same cluster ID; the dead members become leftovers, learners follow."""
 
     name: str
-    revision: int
+    revision: int  # from the probe the plan decided on: it can trail what the survivor holds
     revision_seen: int
     lost: str  # which voters were gone for good, and why
+    # The survivor's own revision, asked just before it is stopped; empty until then (or if it
+    # did not answer). Its data does not change after that, so this is what it is rebuilt from.
+    read_before_stop: list[int] = attrs.field(factory=list, eq=False, repr=False)
     event_reason: ClassVar[str] = "QuorumRecoveredFromSurvivor"
     time_limit: ClassVar[float | None] = 120.0  # a graceful stop, then a start on a large WAL
 
     async def execute(self, ctx: ActionContext) -> None:
         cluster = ctx.observed.cluster
         urls = ctx.observed.runtime_by_name()[self.name].urls
+        try:
+            self.read_before_stop.append((await ctx.admin.member_health(urls.client_url)).revision)
+        except EtcdError:
+            pass  # the probe's revision stands
         await ctx.runtime.stop_member(cluster, self.name)
         initial = ((self.name, urls.peer_url),)
         launch = MemberLaunch(cluster, self.name, urls, initial, "existing", ctx.spec, force_new_cluster=True)
         await ctx.runtime.start_member(launch)
 
+    def recovered_revision(self) -> int:
+        return max([self.revision, *self.read_before_stop])
+
     def outcome(self, at: float) -> LastRecovery:
-        return LastRecovery(RecoveryPath.SURVIVOR, self.name, self.revision, self.revision_seen, at)
+        revision = self.recovered_revision()
+        return LastRecovery(RecoveryPath.SURVIVOR, self.name, revision, max(self.revision_seen, revision), at)
 
     def describe(self) -> str:
         return (
             f"quorum lost for good ({self.lost}): rebuilt from the most advanced survivor {self.name}"
-            f" at revision {self.revision}; {self.loss_note()}"
+            f" at revision {self.recovered_revision()}; {self.loss_note()}"
         )
 
     def progress(self) -> str:

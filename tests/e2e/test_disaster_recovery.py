@@ -9,6 +9,7 @@ status.lastRecovery says how. The operator runs as a host process, as in test_me
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -39,7 +40,10 @@ def test_automatic_recovery_rebuilds_from_the_surviving_member_when_two_of_three
         return found.get("phase") == "Running" and names == {"dr-0", "dr-1", "dr-2"}
 
     wait_for("EtcdCluster dr Running with dr-0, dr-1 and dr-2 healthy", formed, 180)
-    e2e_cluster.kubectl("exec", *ns, "dr-0", "--", "etcdctl", *IN_POD_LOCAL, "put", "kept", "yes")
+    put = e2e_cluster.kubectl(
+        "exec", *ns, "dr-0", "--", "etcdctl", *IN_POD_LOCAL, "put", "kept", "yes", "-w", "json"
+    )
+    kept_at = int(json.loads(put.stdout)["header"]["revision"])
 
     # Both volumes go while the operator is down (frozen), so it finds the majority lost at once:
     # awake, it would remove the first lost member while the second still answered, as a data
@@ -70,6 +74,8 @@ def test_automatic_recovery_rebuilds_from_the_surviving_member_when_two_of_three
     print(f"\ntwo of three volumes lost -> recovered, 3 members Running in {time.monotonic() - start:.1f}s")
     print(f"lastRecovery: {found['lastRecovery']}")
     assert found["lastRecovery"]["path"] == "Survivor" and found["lastRecovery"]["source"] == "dr-0"
+    # The revision reported is the survivor's own when it was rebuilt: the key is at or below it.
+    assert int(found["lastRecovery"]["revision"]) >= kept_at, (found["lastRecovery"], kept_at)
     newcomer = next(mem["name"] for mem in found["members"] if mem["name"] != "dr-0")
     got = e2e_cluster.kubectl(
         "exec",
