@@ -50,7 +50,7 @@ from .records import (
 from .snapshot import SnapshotDigest
 from .snapshot_wire import SNAPSHOT_METHOD, EmptySnapshotRequest, SnapshotChunk
 from .tls import TlsFiles
-from .transport import ChannelPool, Endpoint, Metadata, invoke, translate
+from .transport import ChannelPool, Endpoint, Metadata, failure, invoke
 from .txn import Compare, TxnOp
 
 T = TypeVar("T")
@@ -621,11 +621,9 @@ async def _translated(
             except StopAsyncIteration:
                 return
             except Exception as error:
-                typed = translate(error, endpoint, pool)
-                if typed is None or typed is error:
+                typed = failure(error, endpoint, pool, channel)
+                if typed is None:
                     raise
-                if isinstance(typed, EtcdConnectionError):
-                    pool.drop(endpoint.url, channel)
                 raise typed from error
             yield item
     finally:

@@ -151,12 +151,20 @@ async def invoke(
     try:
         return await call(channel)
     except Exception as error:
-        typed = translate(error, endpoint, pool)
-        if typed is None or typed is error:
+        typed = failure(error, endpoint, pool, channel)
+        if typed is None:
             raise
-        if isinstance(typed, EtcdConnectionError):
-            # Start afresh next time: a half-dead HTTP/2 connection would fail again.
-            pool.drop(endpoint.url, channel)
         raise typed from error
     finally:
         pool.close_if_dropped(endpoint.url, channel)
+
+
+def failure(error: Exception, endpoint: Endpoint, pool: ChannelPool, channel: Channel) -> EtcdError | None:
+    """Our typed error for a call on `channel` that raised `error` (None: raise `error` as it is)."""
+    typed = translate(error, endpoint, pool)
+    if typed is None or typed is error:
+        return None
+    if isinstance(typed, EtcdConnectionError):
+        # Start afresh next time: a half-dead HTTP/2 connection would fail again.
+        pool.drop(endpoint.url, channel)
+    return typed
