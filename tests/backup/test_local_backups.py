@@ -3,8 +3,10 @@ snapshots streamed from a follower, read back and restored into a scratch etcd w
 match the source's, retention applied, status and Events reporting it all."""
 
 import json
+import os
 
 import attrs
+import trio
 
 from actors.backup.actor import BackupPorts, backup_child
 from actors.backup.source import taken_at
@@ -18,6 +20,7 @@ from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.stores import open_store
 from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.etcd import EtcdBinaries, running_cluster
 from tests.harness.etcd_versions import cache_dir, pinned
 
 
@@ -228,3 +231,27 @@ async def test_backups_verify_on_the_etcd_of_the_clusters_version(tmp_path):
         assert verifier.binary() == cache_dir(pinned("3.4")) / "etcd"
         wanted["version"] = "3.9.99"  # not installed: the default version verifies
         assert verifier.binary() == runtime.etcd_binary
+
+
+async def test_a_3_4_snapshot_verifies_on_3_4s_own_tools(tmp_path):
+    """etcd 3.4 has no etcdutl: the verifier restores with the etcdctl beside its etcd."""
+    v34 = cache_dir(pinned("3.4"))
+    binaries = EtcdBinaries(etcd=v34 / "etcd", etcdctl=v34 / "etcdctl", etcdutl=None, version=pinned("3.4"))
+    verifier = ScratchVerifier(tmp_path / "scratch", v34 / "etcd")
+    assert verifier.restore_tool == v34 / "etcdctl"
+    with running_cluster(binaries, tmp_path / "source", size=1) as source:
+        (url,) = source.endpoints
+        async with open_asyncio_loop(), open_etcd_client([url]) as etcd:
+            for i in range(20):
+                await etcd.put(f"k{i}".encode(), b"v" * 100)
+            saved = tmp_path / "saved.db"
+            save = [str(v34 / "etcdctl"), f"--endpoints={url}", "snapshot", "save", str(saved)]
+            await trio.run_process(save, env={**os.environ, "ETCDCTL_API": "3"}, capture_stdout=True)
+            head = await etcd.current_revision()
+            restored = await verifier.restored_hash(_chunks(saved))
+            original = await etcd.hash_kv(url, restored.revision)
+    assert restored.revision == head and restored.hash == original.hash
+
+
+async def _chunks(path):
+    yield path.read_bytes()
