@@ -15,6 +15,7 @@ replan on those facts without calling anything.
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import time
@@ -261,6 +262,10 @@ class ClusterActor(Actor[ClusterMessage]):
         # When the last step (succeeded or failed) ended: answers asked before it describe the
         # cluster before it (the old process of a restarted member, the leader before a move).
         self._step_done_at = -math.inf
+        # When the recent steps ran: no member is asked again while a step runs (this actor is
+        # busy with it), so those stretches do not age the answers asked before (_answer_age).
+        self._recent_steps: collections.deque[tuple[float, float]] = collections.deque(maxlen=16)
+        self._step_started_at = -math.inf
         # Why a step that fails the cluster (a restore) failed last; cleared by any success.
         self._failure: str | None = None
         # The highest store revision any member reported (what a quorum loss may cost beyond
@@ -381,8 +386,18 @@ class ClusterActor(Actor[ClusterMessage]):
         return {
             n: h
             for n, (h, at) in self._health.items()
-            if now - at <= self._timing.health_ttl and at >= (self._times.started_at(n) or at)
+            if self._answer_age(at, now) <= self._timing.health_ttl
+            and at >= (self._times.started_at(n) or at)
         }
+
+    def _answer_age(self, asked_at: float, now: float) -> float:
+        """How long the members have been asked about since this answer's question: the time
+        steps ran does not count for an answer asked before they started (its answer may have
+        come in during one; steps longer than the TTL would otherwise make every member look
+        silent, and the quorum lost, right after them: PhaseFailed after each defrag of a large
+        database). A member a step restarted is excluded by its start time, not by age."""
+        busy = sum(end - start for start, end in self._recent_steps if start >= asked_at)
+        return now - asked_at - busy
 
     async def _member_list(self, endpoints: list[str]) -> tuple[EtcdMember, ...] | None:
         if not endpoints:
@@ -424,6 +439,7 @@ class ClusterActor(Actor[ClusterMessage]):
         name = type(step).__name__
         extra = {"event": "action", "cluster": str(self.ref), "action": name}
         log.info("cluster %s: %s", self.ref, step, extra=extra)
+        self._step_started_at = trio.current_time()
         try:
             with trio.fail_after(step.time_limit or self._timing.call_timeout * 3):
                 await step.execute(ctx)
@@ -457,6 +473,7 @@ class ClusterActor(Actor[ClusterMessage]):
         eagerly: an eager probe reports only once its member serves, and the others' answers
         are wanted now (a restarted member's runtime event asks it eagerly)."""
         self._step_done_at = trio.current_time()
+        self._recent_steps.append((self._step_started_at, self._step_done_at))
         self._members.probe_all()
 
 

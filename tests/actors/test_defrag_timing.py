@@ -172,3 +172,18 @@ async def test_a_periodic_retention_that_frees_too_little_falls_back_to_compacti
     assert reasons.count("HistoryCompacted") == 2 and reasons.count("MemberDefragmented") == 6, reasons
     first = next(message for _, reason, message in world.events if reason == "HistoryCompacted")
     assert "no revision is known to be 1h old yet" in first
+
+
+async def test_a_step_longer_than_the_health_ttl_never_shows_the_cluster_unavailable(autojump_clock):
+    """No member is asked while a step runs, so their last answers age meanwhile: that silence
+    is no sign of trouble, and the status must not say the quorum is lost after the step."""
+    world = MaintainedWorld(defrag_seconds=TIMING.health_ttl + 2)
+    await run(world, DefragSpec(fragmentation_ratio=0.5, min_reclaim="64Mi"), seconds=120)
+    assert len(world.defrags) == 3
+    formed = next(i for i, (_, s) in enumerate(world.statuses) if s.phase.value == "Running")
+    unavailable = [
+        (at, s.message)
+        for at, s in world.statuses[formed:]
+        if next(c for c in s.conditions if c.type == "Available").status != "True"
+    ]
+    assert unavailable == []

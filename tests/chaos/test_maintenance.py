@@ -152,7 +152,10 @@ async def fill_until_nospace(
 async def test_nospace_recovers_by_itself_and_keeps_every_key(tmp_path):
     async with open_local_supervisor(tmp_path, children=children) as sup:
         # A periodic retention longer than the test: the first try keeps the whole history (no
-        # revision is known to be that old) and frees too little, so everything is compacted.
+        # revision is known to be that old). If defragmenting alone frees too little, everything
+        # is compacted next (on etcd 3.5.35 here it may free just enough: 16.5 -> 13.8 MiB of a
+        # 16 MiB quota leaves the tenth the disarm asks for; the autojump-clock test in
+        # tests/actors/test_defrag_timing.py pins the fallback down).
         hour = AutoCompactionSpec(CompactionMode.PERIODIC, "1h")
         small = MaintenanceSpec(auto_compaction=hour, quota_backend_bytes="16Mi")
         demo = with_maintenance(resource(size=3), small, 1)
@@ -177,11 +180,11 @@ async def test_nospace_recovers_by_itself_and_keeps_every_key(tmp_path):
                 assert await client.get(key) in ({value, refused} if key == refused_key else {value}), key
         await sup.wait_for(demo.ref, lambda s: condition(s, "SpaceAvailable").status == "True", timeout=30)
         reasons = sup.recorder.reasons(demo.ref)
-        assert reasons.count("HistoryCompacted") == 2, reasons
-        assert reasons.count("MemberDefragmented") == 6, reasons
         compactions = [m for _, r, m in sup.recorder.events if r == "HistoryCompacted"]
+        assert len(compactions) in (1, 2), reasons
+        assert reasons.count("MemberDefragmented") == 3 * len(compactions), reasons
         assert "whole history (autoCompaction's retention) is kept" in compactions[0], compactions
-        assert "keeping" not in compactions[1], compactions
+        assert all("keeping" not in m for m in compactions[1:]), compactions
         assert "NospaceAlarmDisarmed" in reasons
         print(f"NOSPACE alarm to first accepted write: {recovered_in:.1f}s")
 
