@@ -128,5 +128,6 @@ def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | N
         source=RestoreSpec(store=spec.backup.store, key=backup.key, revision=revision),
         stale=tuple(sorted(r.name for r in runtime)),
         revision=revision or backup.revision,
-        revision_seen=observed.revision_seen,
+        # The deltas the supervisor stored were observed too (its probes may have lagged them).
+        revision_seen=max(observed.revision_seen, revision or backup.revision),
     )

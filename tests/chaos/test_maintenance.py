@@ -63,7 +63,10 @@ async def test_fragmented_members_are_defragmented_followers_first_the_leader_la
             await client.compact(await client.current_revision())
         defrag = MaintenanceSpec(defrag=DefragSpec(fragmentation_ratio=0.5, min_reclaim="8Mi"))
 
-        workload = KvWorkload(endpoints=urls, max_operations=100_000)
+        # A request that reaches a member while it defragments waits for the defrag (etcd serves
+        # nothing there meanwhile): the clients wait it out rather than give up after 2 s (a put
+        # given up on is an unknown outcome, which the assertions below count as failed).
+        workload = KvWorkload(endpoints=urls, max_operations=100_000, call_timeout=15.0)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(workload.run)
             await workload.wait_for_more(50)
