@@ -434,6 +434,21 @@ def _etcd_container(launch: MemberLaunch, token: str, cluster_domain: str) -> Ob
     return container
 
 
+OPERATOR_UID = 65532  # the operator image's user (deploy/Dockerfile)
+
+
+def operator_image_security() -> Obj:
+    """The securityContext of a container of the operator's own image inside a member's or a
+    snapshot's pod: its non-root user, nothing more than it needs."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": OPERATOR_UID,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
 def debug_container() -> Obj:
     return {
         "name": "netshoot",

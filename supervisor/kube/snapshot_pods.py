@@ -35,7 +35,6 @@ SCRATCH_DIR = "/scratch"
 SNAPSHOT_FILE = f"{SCRATCH_DIR}/snapshot.db"
 # A pod the operator lost track of (it crashed, it lost the Lease) ends by itself.
 DEADLINE_SECONDS = 3600
-OPERATOR_UID = 65532  # the operator image's user (deploy/Dockerfile)
 
 
 def snapshot_pod_labels(ref: ClusterRef, component: str) -> dict[str, str]:
@@ -74,13 +73,7 @@ def _receive_container(spec: ClusterSpec, helper_image: str, token: str) -> Obj:
         "ports": [{"name": "receive", "containerPort": RECEIVE_PORT, "protocol": "TCP"}],
         "volumeMounts": _mounts(spec),
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": OPERATOR_UID,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": m.operator_image_security(),
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
     }
 

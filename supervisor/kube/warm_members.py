@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from actors.model import ClusterRef, ImageFamily, MemberLaunch, member_name, member_ordinal
@@ -140,13 +140,7 @@ def _copy_container(helper_image: str) -> Obj:
         "command": ["start-gate", f"--copy-to={GATE_DIR}/start-gate"],
         "volumeMounts": [{"name": "start-gate", "mountPath": GATE_DIR}],
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65532,  # the operator image's user (deploy/Dockerfile)
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": m.operator_image_security(),
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
     }
 
@@ -174,7 +168,9 @@ def made_for(pod: Mapping[str, Any], member_pod: Obj) -> bool:
     return annotations.get(ANNOTATION_WARM_FOR) == member_pod_digest(member_pod)
 
 
-def sweep(pods: list[Obj], claims: list[Obj], *, age_of: Any) -> tuple[list[str], list[str]]:
+def sweep(
+    pods: list[Obj], claims: list[Obj], *, age_of: Callable[[Mapping[str, Any]], float]
+) -> tuple[list[str], list[str]]:
     """(warm pods, warm claims) to delete, by name: pods that failed or outlived their gate,
     claims whose pod is gone (or going) once past their grace. `age_of(obj)` -> seconds."""
     doomed_pods = [
