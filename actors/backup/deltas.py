@@ -1,9 +1,10 @@
 """Incremental backups (spec.backup.deltaPeriod): the changes between full snapshots (pure).
 
 A delta chunk holds every change of a contiguous range of revisions, in order: puts with their
-value and lease, deletes. Its key names the range it covers,
-`<namespace>/<name>/deltas/<from>-<to>.jsonl` (20-digit revisions, so keys sort by revision);
-a range may hold revisions without any change (a progress notification covered them). Chunks
+value and lease (with the TTL that lease was granted with: actors/backup/leases.py), deletes.
+Its key names the range it covers, `<namespace>/<name>/deltas/<from>-<to>.jsonl` (20-digit
+revisions, so keys sort by revision); a range may hold revisions without any change (a
+progress notification covered them). Chunks
 follow each other without gaps: the next one starts at the previous one's `to + 1`, so a gap
 in the store is a gap in the history, and a restore says so instead of replaying around it.
 
@@ -31,12 +32,17 @@ _CHUNK = re.compile(r"/deltas/(\d{20})-(\d{20})\.jsonl$")
 
 @frozen
 class Change:
-    """One change of one key at one revision; `value` None: the key was deleted."""
+    """One change of one key at one revision; `value` None: the key was deleted.
+
+    A put with a lease carries the TTL the lease was granted with (`LEASE_GONE` in
+    actors/backup/leases.py: the lease had gone already when the follower asked; None: not
+    recorded, as in chunks written before leases were)."""
 
     revision: int
     key: bytes
     value: bytes | None
     lease: int = 0
+    lease_ttl: int | None = None
 
 
 @frozen
@@ -139,6 +145,8 @@ def encode_chunk(changes: Iterable[Change]) -> bytes:
             record["value"] = base64.b64encode(c.value).decode()
             if c.lease:
                 record["lease"] = c.lease
+                if c.lease_ttl is not None:
+                    record["ttl"] = c.lease_ttl
         lines.append(json.dumps(record, separators=(",", ":")))
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
@@ -151,8 +159,15 @@ def decode_chunk(data: bytes) -> list[Change]:
             continue
         record = json.loads(line)
         value = None if record.get("delete") else base64.b64decode(record["value"])
+        ttl = record.get("ttl")
         out.append(
-            Change(int(record["rev"]), base64.b64decode(record["key"]), value, int(record.get("lease", 0)))
+            Change(
+                int(record["rev"]),
+                base64.b64decode(record["key"]),
+                value,
+                int(record.get("lease", 0)),
+                None if ttl is None else int(ttl),
+            )
         )
     return out
 

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from actors import errors as domain
 from actors.backup.deltas import Change, ChangeBatch, HistoryCompacted
+from actors.backup.leases import LeaseTtls
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.model import EtcdMember, MemberHealth
 from supervisor.etcd import errors as etcd
@@ -19,7 +20,7 @@ from supervisor.etcd.client import EtcdClient
 from supervisor.etcd.cluster_version import ClusterVersionReader
 from supervisor.etcd.records import AlarmKind, Member
 from supervisor.etcd.tls import TlsFiles
-from supervisor.etcd.watch import EventKind, Watch, WatchCompacted, WatchEvent, open_watch
+from supervisor.etcd.watch import EventKind, Watch, WatchBatch, WatchCompacted, WatchEvent, open_watch
 
 T = TypeVar("T")
 
@@ -96,7 +97,7 @@ class EtcdAdminAdapter:
         members the actors name on their calls as membership changes."""
         client = self._aimed(endpoints)
         async with open_watch(client, b"\0", b"\0", start_revision=start_revision) as watch:
-            yield _History(watch)
+            yield _History(watch, client)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -184,24 +185,38 @@ class EtcdAdminAdapter:
 
 
 class _History:
-    """actors.backup.deltas.HistoryStream over a Watch of the whole keyspace."""
+    """actors.backup.deltas.HistoryStream over a Watch of the whole keyspace; each put with a
+    lease carries the TTL the lease was granted with (actors/backup/leases.py)."""
 
-    def __init__(self, watch: Watch) -> None:
+    def __init__(self, watch: Watch, client: EtcdClient) -> None:
         self._watch = watch
+        self._client = client
+        self._leases = LeaseTtls()
+        self._held: WatchBatch | None = None  # received, its leases not all asked about yet
 
     def __aiter__(self) -> _History:
         return self
 
     async def __anext__(self) -> ChangeBatch:
         # Not an async generator: a caller may cancel a wait for the next batch (a period's
-        # end) and wait again, which would end a generator for good.
-        try:
-            batch = await self._watch.__anext__()
-        except WatchCompacted as exc:
-            raise HistoryCompacted(exc.compact_revision) from exc
-        except etcd.EtcdError as exc:
-            raise domain.EtcdError(str(exc)) from exc
-        return ChangeBatch(tuple(_change(e) for e in batch.events), batch.revision)
+        # end) and wait again, which would end a generator for good. A batch whose leases
+        # were being asked about when that happened is held, and finished on the next call.
+        if self._held is None:
+            try:
+                self._held = await self._watch.__anext__()
+            except WatchCompacted as exc:
+                raise HistoryCompacted(exc.compact_revision) from exc
+            except etcd.EtcdError as exc:
+                raise domain.EtcdError(str(exc)) from exc
+        changes = [_change(e) for e in self._held.events]
+        for lease in self._leases.unknown(changes):
+            self._leases.learn(lease, await self._granted_ttl(lease))
+        batch = ChangeBatch(self._leases.stamp(changes), self._held.revision)
+        self._held = None
+        return batch
+
+    async def _granted_ttl(self, lease: int) -> int | None:
+        return await _translated(lambda: self._client.lease_granted_ttl(lease))
 
     async def request_progress(self) -> None:
         await self._watch.request_progress()

@@ -30,6 +30,7 @@ from .errors import (
     EtcdUnavailable,
     InvalidAuthToken,
     LeaderChanged,
+    LeaseNotFound,
     NoLeader,
     NotAuthenticated,
     NotSupportedForLearner,
@@ -258,9 +259,18 @@ class EtcdClient:
         return found[0].value if found else None
 
     async def range(
-        self, key: bytes, range_end: bytes = b"", *, limit: int = 0, serializable: bool = False
+        self,
+        key: bytes,
+        range_end: bytes = b"",
+        *,
+        limit: int = 0,
+        serializable: bool = False,
+        revision: int = 0,
     ) -> list[KeyValue]:
-        request = pb.RangeRequest(key=key, range_end=range_end, limit=limit, serializable=serializable)
+        """The keys as they are (`revision` 0) or were at `revision` (Compacted once it is gone)."""
+        request = pb.RangeRequest(
+            key=key, range_end=range_end, limit=limit, serializable=serializable, revision=revision
+        )
         response = await self._call(
             lambda ch, md, t: pb.KvStub(ch).range(request, timeout=t, metadata=md), rounds=READ_ROUNDS
         )
@@ -298,17 +308,56 @@ class EtcdClient:
 
     # ---- leases
 
-    async def lease_grant(self, ttl: int) -> int:
-        request = pb.LeaseGrantRequest(ttl=ttl)
+    async def lease_grant(self, ttl: int, *, lease_id: int = 0) -> int:
+        """A new lease of `ttl` seconds (etcd raises a TTL below its minimum to it); `lease_id`
+        asks for that ID (LeaseExists when it is taken), 0 lets etcd choose."""
+        request = pb.LeaseGrantRequest(ttl=ttl, id=lease_id)
         response = await self._call(
             lambda ch, md, t: pb.LeaseStub(ch).lease_grant(request, timeout=t, metadata=md),
             retry=_retry_if_unapplied,
         )
+        if response.error:
+            raise EtcdError(f"lease grant refused: {response.error}")
         return int(response.id)
 
     async def lease_revoke(self, lease_id: int) -> None:
         request = pb.LeaseRevokeRequest(id=lease_id)
         await self._call(lambda ch, md, t: pb.LeaseStub(ch).lease_revoke(request, timeout=t, metadata=md))
+
+    async def lease_granted_ttl(self, lease_id: int) -> int | None:
+        """The TTL the lease was granted with; None when it is gone (expired or revoked)."""
+        request = pb.LeaseTimeToLiveRequest(id=lease_id)
+        try:
+            response = await self._call(
+                lambda ch, md, t: pb.LeaseStub(ch).lease_time_to_live(request, timeout=t, metadata=md),
+                rounds=READ_ROUNDS,
+            )
+        except LeaseNotFound:  # what some versions answer instead of a TTL of -1
+            return None
+        return int(response.granted_ttl) if response.ttl >= 0 else None
+
+    async def lease_ids(self) -> list[int]:
+        """Every lease granted and not yet gone."""
+        response = await self._call(
+            lambda ch, md, t: pb.LeaseStub(ch).lease_leases(pb.LeaseLeasesRequest(), timeout=t, metadata=md),
+            rounds=READ_ROUNDS,
+        )
+        return [int(lease.id) for lease in response.leases]
+
+    async def lease_keep_alive(self, lease_ids: Sequence[int]) -> dict[int, int]:
+        """Refresh each lease once, on one short stream: its TTL from now on, 0 when it is gone."""
+        if not lease_ids:
+            return {}
+        requests = [pb.LeaseKeepAliveRequest(id=i) for i in lease_ids]
+
+        async def round_trip(channel: Channel, md: Metadata, seconds: float) -> dict[int, int]:
+            stub = pb.LeaseStub(channel)
+            return {
+                int(r.id): max(int(r.ttl), 0)
+                async for r in stub.lease_keep_alive(requests, timeout=seconds, metadata=md)
+            }
+
+        return await self._call(round_trip)
 
     # ---- membership
 

@@ -28,6 +28,7 @@ __all__ = [
     "KeyNotFound",
     "LeaderChanged",
     "LearnerNotReady",
+    "LeaseExists",
     "LeaseNotFound",
     "MemberExists",
     "MemberNotFound",
@@ -162,6 +163,10 @@ class LeaseNotFound(EtcdError):
     pass
 
 
+class LeaseExists(EtcdError):
+    """A lease with the ID asked for is granted already."""
+
+
 class KeyNotFound(EtcdError):
     pass
 
@@ -283,6 +288,7 @@ _BY_MESSAGE: dict[str, type[EtcdError]] = {
     "etcdserver: mvcc: required revision has been compacted": Compacted,
     "etcdserver: mvcc: required revision is a future revision": FutureRevision,
     "etcdserver: requested lease not found": LeaseNotFound,
+    "etcdserver: lease already exists": LeaseExists,
     "etcdserver: key not found": KeyNotFound,
     "etcdserver: request is too large": RequestTooLarge,
     "etcdserver: too many requests": TooManyRequests,

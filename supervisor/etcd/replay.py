@@ -1,19 +1,30 @@
 """Replaying delta-backup changes into a scratch etcd (restore to a revision, local and on
 Kubernetes): one transaction per original revision, so the scratch's revisions come out the same
-as the original's (every etcd revision changes at least one key)."""
+as the original's (every etcd revision changes at least one key).
+
+Leases (actors/backup/leases.py): the leases the puts use are granted first with their original
+IDs and TTLs, and every lease of the scratch, the snapshot's included, is kept alive until its
+snapshot is taken: a lease expiring there would delete its keys at a revision the original
+never had, and shift every revision after it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
 
 import trio
 
 from actors.backup.deltas import Change
+from actors.backup.leases import leases_to_grant, replayed_lease
 from actors.errors import RestoreFailed
 
-from .client import EtcdClient
-from .errors import EtcdError
+from .client import EtcdClient, sole_error
+from .errors import EtcdError, LeaseExists
 from .txn import Delete, Put, TxnOp
+
+# A lease is refreshed three times per TTL (as etcd's own client does), at most this often.
+SHORTEST_REFRESH = 0.2
 
 
 async def wait_serving(client: EtcdClient) -> None:
@@ -26,18 +37,37 @@ async def wait_serving(client: EtcdClient) -> None:
             await trio.sleep(0.1)
 
 
-async def replay_up_to(client: EtcdClient, url: str, changes: Sequence[Change], target: int) -> int:
+@asynccontextmanager
+async def replaying(
+    client: EtcdClient, url: str, changes: Sequence[Change], target: int
+) -> AsyncIterator[int]:
     """Apply `changes` to the scratch member at `url`, which must then stand at revision
-    `target`; returns its HashKV there (what the restored seed must show)."""
-    await apply_changes(client, changes)
-    head = await client.current_revision()
-    if head != target:
-        raise RestoreFailed(f"replaying the deltas reached revision {head}, not {target}")
-    return (await client.hash_kv(url, target)).hash
+    `target`; yields its HashKV there (what the restored seed must show). Take the scratch's
+    snapshot inside the block: its leases are kept alive until the block ends."""
+    present = set(await client.lease_ids())
+    grants = leases_to_grant(changes, present)
+    for lease, ttl in grants.items():
+        try:
+            await client.lease_grant(ttl, lease_id=lease)
+        except LeaseExists:
+            pass  # a retried grant that had been taken
+    held = present | grants.keys()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_keep_alive, client, held)
+            await apply_changes(client, changes, held)
+            head = await client.current_revision()
+            if head != target:
+                raise RestoreFailed(f"replaying the deltas reached revision {head}, not {target}")
+            yield (await client.hash_kv(url, target)).hash
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise sole_error(group) from None
 
 
-async def apply_changes(client: EtcdClient, changes: Sequence[Change]) -> None:
-    """One transaction per original revision, so the revisions come out the same."""
+async def apply_changes(client: EtcdClient, changes: Sequence[Change], leases: Collection[int] = ()) -> None:
+    """One transaction per original revision, so the revisions come out the same; a put keeps
+    its lease when it is one of `leases` (granted in the scratch member)."""
     batch: list[TxnOp] = []
     at = None
     for change in changes:
@@ -45,6 +75,19 @@ async def apply_changes(client: EtcdClient, changes: Sequence[Change]) -> None:
             await client.txn(success=batch)
             batch = []
         at = change.revision
-        batch.append(Put(change.key, change.value) if change.value is not None else Delete(change.key))
+        if change.value is None:
+            batch.append(Delete(change.key))
+        else:
+            batch.append(Put(change.key, change.value, lease=replayed_lease(change, leases)))
     if batch:
         await client.txn(success=batch)
+
+
+async def _keep_alive(client: EtcdClient, leases: Collection[int]) -> None:
+    alive = sorted(leases)
+    while alive:
+        ttls = await client.lease_keep_alive(alive)
+        alive = [lease for lease in alive if ttls.get(lease, 0) > 0]
+        if alive:
+            await trio.sleep(max(min(ttls[lease] for lease in alive) / 3, SHORTEST_REFRESH))
+    await trio.sleep_forever()

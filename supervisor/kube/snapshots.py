@@ -28,7 +28,7 @@ from actors.store_port import ObjectStore
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import EtcdError
 from supervisor.etcd.head_hash import hash_at_head
-from supervisor.etcd.replay import replay_up_to, wait_serving
+from supervisor.etcd.replay import replaying, wait_serving
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods as pods
@@ -277,8 +277,10 @@ class KubeRestorer:
                     async with _scratch_client(ip, tls) as (etcd, url):
                         with trio.fail_after(POD_TIMEOUT):
                             await wait_serving(etcd)
-                        kv_hash = await replay_up_to(etcd, url, plan.changes, target)
-                        async with self._filling_seed(launch, plan.snapshot_key, image) as (seed, seed_token):
+                        async with (
+                            replaying(etcd, url, plan.changes, target) as kv_hash,
+                            self._filling_seed(launch, plan.snapshot_key, image) as (seed, seed_token),
+                        ):
                             sent = await _push_snapshot_of(etcd, url, self._client, seed, seed_token, tls)
         except SnapshotPodFailed as exc:
             raise RestoreFailed(f"the backup does not restore: {exc}") from exc

@@ -6,8 +6,9 @@ The replay runs in a scratch one-member etcd on loopback (as verification does):
 restored there, each original revision's changes are applied as one transaction, in order, so
 the scratch store's revisions are the original ones (every etcd revision changes at least one
 key), and its HashKV at the target revision is what the restored seed must then show. A
-snapshot of the scratch becomes the seed's data. Keys written with a lease come back without
-it (the lease itself is not in the history).
+snapshot of the scratch becomes the seed's data. Keys written with a lease come back with it:
+the leases are granted in the scratch with their original IDs and TTLs, and kept alive there
+until its snapshot is taken (supervisor/etcd/replay.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import trio
 
 from actors.backup.deltas import Change
 from supervisor.etcd.client import open_etcd_client
-from supervisor.etcd.replay import replay_up_to, wait_serving
+from supervisor.etcd.replay import replaying, wait_serving
 from supervisor.local import processes
 from supervisor.local.scratch import START_TIMEOUT, ScratchVerifier
 
@@ -43,8 +44,10 @@ async def replay(
         ):
             with trio.fail_after(START_TIMEOUT):
                 await wait_serving(client)
-            kv_hash = await replay_up_to(client, url, changes, target)
-            async with await trio.open_file(out, "wb") as f:
+            async with (
+                replaying(client, url, changes, target) as kv_hash,
+                await trio.open_file(out, "wb") as f,
+            ):
 
                 async def write(piece: bytes) -> None:
                     await f.write(piece)

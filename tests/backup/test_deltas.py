@@ -26,8 +26,8 @@ def with_backups(res, store: StoreSpec, delta_period: str = "1s"):
     return attrs.evolve(res, spec=attrs.evolve(res.spec, backup=backup))
 
 
-def children_for(tmp_path):
-    clock = fast_clock()
+def children_for(tmp_path, clock=None):
+    clock = clock or fast_clock()
 
     def children(runtime):
         scratch = tmp_path / "scratch"
@@ -129,18 +129,7 @@ async def test_restore_to_each_of_several_revisions_gives_exactly_the_state_at_t
         history: list[tuple[int, bytes, bytes | None]] = []
         rng = random.Random(15)
         async with open_etcd_client([m.client_url for m in status.members]) as etcd:
-            # The workload starts once the follower follows (a write outside the keys compared
-            # shows it): its chunks start before the workload's first write.
-            async with trio.open_nursery() as nursery:
-
-                async def nudge() -> None:
-                    while True:
-                        await etcd.put(b"nudge", b"")
-                        await trio.sleep(0.5)
-
-                nursery.start_soon(nudge)
-                await deltas_start(tmp_path / "backups", source.ref)
-                nursery.cancel_scope.cancel()
+            await follower_started(etcd, tmp_path / "backups", source.ref)
             for i in range(300):
                 key = b"pit/%02d" % rng.randrange(20)
                 if rng.random() < 0.2:
@@ -155,15 +144,7 @@ async def test_restore_to_each_of_several_revisions_gives_exactly_the_state_at_t
         # The snapshot the deltas start from alone, a revision in the middle, and the last one.
         later = [rev for rev, _, _ in history if rev > base]
         targets = [base, later[len(later) // 2], last]
-        restored = [
-            attrs.evolve(
-                resource(f"at-{t}", size=1),
-                spec=attrs.evolve(
-                    resource().spec, restore=RestoreSpec(store=store, key=snapshot_key, revision=t), size=1
-                ),
-            )
-            for t in targets
-        ]
+        restored = [restored_at(store, snapshot_key, t) for t in targets]
         await sup.fleet.apply([source, *restored])
         for res, target in zip(restored, targets, strict=True):
             status = await sup.wait_healthy(res.ref, 1, timeout=120)
@@ -176,6 +157,28 @@ async def test_restore_to_each_of_several_revisions_gives_exactly_the_state_at_t
                 m for r, reason, m in sup.recorder.events if r == res.ref and reason == "RestoreVerified"
             ]
             assert f"at revision {target}" in verified
+
+
+async def follower_started(etcd, directory, ref) -> int:
+    """Once the follower follows (writes outside the keys compared show it), so that a workload
+    started then is all in its chunks; the revision its chunks start after."""
+    async with trio.open_nursery() as nursery:
+
+        async def nudge() -> None:
+            while True:
+                await etcd.put(b"nudge", b"")
+                await trio.sleep(0.5)
+
+        nursery.start_soon(nudge)
+        base = await deltas_start(directory, ref)
+        nursery.cancel_scope.cancel()
+    return base
+
+
+def restored_at(store, key, revision):
+    """A new one-member cluster restored from the backups of `key`'s cluster to `revision`."""
+    spec = attrs.evolve(resource().spec, restore=RestoreSpec(store=store, key=key, revision=revision), size=1)
+    return attrs.evolve(resource(f"at-{revision}", size=1), spec=spec)
 
 
 def deltas_base(directory, ref, last):

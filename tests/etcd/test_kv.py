@@ -15,6 +15,7 @@ from supervisor.etcd import (
     EtcdConnectionError,
     EtcdTimeout,
     Get,
+    LeaseExists,
     Put,
     open_etcd_client,
 )
@@ -84,6 +85,28 @@ async def test_lease_attaches_and_revoke_deletes(cluster: EtcdCluster, asyncio_l
         assert (await client.range(b"/lease/k"))[0].lease == lease
         await client.lease_revoke(lease)
         assert await client.get(b"/lease/k") is None
+
+
+async def test_lease_with_a_chosen_id_is_listed_refreshed_and_then_gone(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    """What restoring leases needs: a grant with the ID of the original lease (a second one
+    refused), its granted TTL, the list of leases, a refresh, and a gone lease told apart."""
+    async with open_etcd_client(cluster.endpoints) as client:
+        lease = 0x15E_A5E
+        assert await client.lease_grant(30, lease_id=lease) == lease
+        with pytest.raises(LeaseExists):
+            await client.lease_grant(30, lease_id=lease)
+        await client.put(b"/lease-id/k", b"v", lease=lease)
+        assert await client.lease_granted_ttl(lease) == 30
+        assert lease in await client.lease_ids()
+        other = await client.lease_grant(20)
+        refreshed = await client.lease_keep_alive([lease, other, lease + 1])
+        assert refreshed[lease] == 30 and refreshed[other] == 20 and refreshed[lease + 1] == 0
+        await client.lease_revoke(lease)
+        assert await client.lease_granted_ttl(lease) is None
+        assert lease not in await client.lease_ids()
+        assert await client.get(b"/lease-id/k") is None
 
 
 async def test_compact_then_old_revision_is_gone(cluster: EtcdCluster, asyncio_loop: None) -> None:

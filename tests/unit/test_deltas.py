@@ -14,6 +14,7 @@ from actors.backup.deltas import (
     encode_chunk,
     parse_chunk_key,
 )
+from actors.backup.leases import LEASE_GONE
 from actors.model import ClusterRef
 
 C = ClusterRef("default", "demo")
@@ -34,9 +35,20 @@ def test_chunk_keys_sort_by_revision_and_parse_back():
 
 
 def test_a_chunk_keeps_puts_deletes_leases_and_any_bytes():
-    changes = [Change(5, b"\x00k\xff", b"v\n1", lease=7), Change(6, b"gone", None), Change(7, b"e", b"")]
+    changes = [
+        Change(5, b"\x00k\xff", b"v\n1", lease=7, lease_ttl=30),
+        Change(6, b"gone", None),
+        Change(7, b"e", b""),
+        Change(8, b"l", b"v", lease=9, lease_ttl=LEASE_GONE),
+    ]
     assert decode_chunk(encode_chunk(changes)) == changes
     assert decode_chunk(encode_chunk([])) == []
+
+
+def test_a_chunk_written_before_leases_were_recorded_still_decodes():
+    old = b'{"rev":5,"key":"aw==","value":"dg==","lease":7}\n{"rev":6,"key":"aw==","delete":true}\n'
+    assert decode_chunk(old) == [Change(5, b"k", b"v", lease=7), Change(6, b"k", None)]
+    assert decode_chunk(old)[0].lease_ttl is None  # not recorded: unknown, not gone
 
 
 def test_continuity_and_what_to_replay():

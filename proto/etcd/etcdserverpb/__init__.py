@@ -268,6 +268,18 @@ class LeaseRevokeResponse(betterproto.Message):
 
 
 @dataclass(eq=False, repr=False)
+class LeaseKeepAliveRequest(betterproto.Message):
+    id: int = betterproto.int64_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class LeaseKeepAliveResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    id: int = betterproto.int64_field(2)
+    ttl: int = betterproto.int64_field(3)
+
+
+@dataclass(eq=False, repr=False)
 class LeaseTimeToLiveRequest(betterproto.Message):
     id: int = betterproto.int64_field(1)
     keys: bool = betterproto.bool_field(2)
@@ -280,6 +292,22 @@ class LeaseTimeToLiveResponse(betterproto.Message):
     ttl: int = betterproto.int64_field(3)
     granted_ttl: int = betterproto.int64_field(4)
     keys: List[bytes] = betterproto.bytes_field(5)
+
+
+@dataclass(eq=False, repr=False)
+class LeaseLeasesRequest(betterproto.Message):
+    pass
+
+
+@dataclass(eq=False, repr=False)
+class LeaseStatus(betterproto.Message):
+    id: int = betterproto.int64_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class LeaseLeasesResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    leases: List["LeaseStatus"] = betterproto.message_field(2)
 
 
 @dataclass(eq=False, repr=False)
@@ -687,6 +715,27 @@ class LeaseStub(betterproto.ServiceStub):
             metadata=metadata,
         )
 
+    async def lease_keep_alive(
+        self,
+        lease_keep_alive_request_iterator: Union[
+            AsyncIterable[LeaseKeepAliveRequest], Iterable[LeaseKeepAliveRequest]
+        ],
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> AsyncIterator[LeaseKeepAliveResponse]:
+        async for response in self._stream_stream(
+            "/etcdserverpb.Lease/LeaseKeepAlive",
+            lease_keep_alive_request_iterator,
+            LeaseKeepAliveRequest,
+            LeaseKeepAliveResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        ):
+            yield response
+
     async def lease_time_to_live(
         self,
         lease_time_to_live_request: "LeaseTimeToLiveRequest",
@@ -699,6 +748,23 @@ class LeaseStub(betterproto.ServiceStub):
             "/etcdserverpb.Lease/LeaseTimeToLive",
             lease_time_to_live_request,
             LeaseTimeToLiveResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def lease_leases(
+        self,
+        lease_leases_request: "LeaseLeasesRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "LeaseLeasesResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Lease/LeaseLeases",
+            lease_leases_request,
+            LeaseLeasesResponse,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -1212,9 +1278,20 @@ class LeaseBase(ServiceBase):
     ) -> "LeaseRevokeResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def lease_keep_alive(
+        self, lease_keep_alive_request_iterator: AsyncIterator[LeaseKeepAliveRequest]
+    ) -> AsyncIterator[LeaseKeepAliveResponse]:
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+        yield LeaseKeepAliveResponse()
+
     async def lease_time_to_live(
         self, lease_time_to_live_request: "LeaseTimeToLiveRequest"
     ) -> "LeaseTimeToLiveResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def lease_leases(
+        self, lease_leases_request: "LeaseLeasesRequest"
+    ) -> "LeaseLeasesResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def __rpc_lease_grant(
@@ -1231,12 +1308,30 @@ class LeaseBase(ServiceBase):
         response = await self.lease_revoke(request)
         await stream.send_message(response)
 
+    async def __rpc_lease_keep_alive(
+        self,
+        stream: "grpclib.server.Stream[LeaseKeepAliveRequest, LeaseKeepAliveResponse]",
+    ) -> None:
+        request = stream.__aiter__()
+        await self._call_rpc_handler_server_stream(
+            self.lease_keep_alive,
+            stream,
+            request,
+        )
+
     async def __rpc_lease_time_to_live(
         self,
         stream: "grpclib.server.Stream[LeaseTimeToLiveRequest, LeaseTimeToLiveResponse]",
     ) -> None:
         request = await stream.recv_message()
         response = await self.lease_time_to_live(request)
+        await stream.send_message(response)
+
+    async def __rpc_lease_leases(
+        self, stream: "grpclib.server.Stream[LeaseLeasesRequest, LeaseLeasesResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.lease_leases(request)
         await stream.send_message(response)
 
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
@@ -1253,11 +1348,23 @@ class LeaseBase(ServiceBase):
                 LeaseRevokeRequest,
                 LeaseRevokeResponse,
             ),
+            "/etcdserverpb.Lease/LeaseKeepAlive": grpclib.const.Handler(
+                self.__rpc_lease_keep_alive,
+                grpclib.const.Cardinality.STREAM_STREAM,
+                LeaseKeepAliveRequest,
+                LeaseKeepAliveResponse,
+            ),
             "/etcdserverpb.Lease/LeaseTimeToLive": grpclib.const.Handler(
                 self.__rpc_lease_time_to_live,
                 grpclib.const.Cardinality.UNARY_UNARY,
                 LeaseTimeToLiveRequest,
                 LeaseTimeToLiveResponse,
+            ),
+            "/etcdserverpb.Lease/LeaseLeases": grpclib.const.Handler(
+                self.__rpc_lease_leases,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                LeaseLeasesRequest,
+                LeaseLeasesResponse,
             ),
         }
 
