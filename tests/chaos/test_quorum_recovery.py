@@ -221,7 +221,9 @@ async def test_automatic_rebuilds_from_the_newest_verified_backup_and_its_deltas
             backup = status.backup.last_successful_backup
             await writer.wait_for_more(100)  # after the snapshot: only the deltas hold these
             nursery.cancel_scope.cancel()
-        reached = writer.acked[-1][2]
+        async with open_etcd_client(writer.endpoints) as etcd:  # a key with a lease, in the deltas only
+            lease = await etcd.lease_grant(600)
+            reached = await etcd.put(b"leased", b"v", lease=lease)
         with trio.fail_after(30):
             while deltas_reach(tmp_path / "backups", demo.ref) < reached:
                 await trio.sleep(0.1)
@@ -238,6 +240,8 @@ async def test_automatic_rebuilds_from_the_newest_verified_backup_and_its_deltas
         assert len(writer.acked) >= 100 and await writer.missing(writer.acked) == []
         async with open_etcd_client(writer.endpoints) as etcd:
             assert await etcd.current_revision() == rec.revision  # the original's revisions, kept
+            assert [kv.lease for kv in await etcd.range(b"leased")] == [lease]  # and its lease
+            assert await etcd.lease_granted_ttl(lease) == 600
     assert etcd_pids_under(tmp_path) == []
 
 
