@@ -371,6 +371,7 @@ class ClusterActor(Actor[ClusterMessage]):
             revision_ages=self._revisions.ages(now),
             newest_verified_backup=self._newest_verified_backup(),
             deltas_reach=self._reports.deltas_reach,
+            had_members=self._revision_seen > 0 or bool(self._desired().resource.recorded_members),
         )
 
     def _newest_verified_backup(self) -> LastBackup | None:

@@ -510,7 +510,18 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         spec=spec,
         generation=generation if isinstance(generation, int) else 1,
         uid=str(meta.get("uid", "")),
+        recorded_members=_recorded_members(doc.get("status")),
     )
+
+
+def _recorded_members(status: Any) -> tuple[str, ...]:
+    """The member names a status lists; nothing from a status that is not one (it is ours to
+    write, so a malformed one is ignored rather than refused)."""
+    members = status.get("members") if isinstance(status, Mapping) else None
+    if not isinstance(members, list):
+        return ()
+    names = (m.get("name") for m in members if isinstance(m, Mapping))
+    return tuple(sorted(n for n in names if isinstance(n, str) and n))
 
 
 def _header(doc: Mapping[str, Any], kind: str, r: _Reader) -> Mapping[str, Any]:

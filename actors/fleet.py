@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
+import attrs
 import trio
 from attrs import define
 
@@ -105,6 +106,10 @@ class Fleet:
                     ref,
                     extra={"event": "ignored-change", "cluster": str(ref)},
                 )
+            # What the status listed counts as read when the cluster's actor started: the actor's
+            # own status writes come back here and must not look like changes.
+            kept = attrs.evolve(desired.resource, recorded_members=entry.desired.resource.recorded_members)
+            desired = attrs.evolve(desired, resource=kept)
             refused = refused_changes(entry.desired.resource.spec, desired.resource.spec)
             if refused:
                 # Keep serving the spec in force; say which change was refused and why.

@@ -279,6 +279,10 @@ class ClusterResource:
     spec: ClusterSpec
     generation: int = 1
     uid: str = ""
+    # The members its status listed when read (Kubernetes keeps the status with the resource):
+    # a cluster that had members and now has no pod and no volume at all lost its data, and
+    # must not be seeded afresh as if it were new (plan/bootstrap.py).
+    recorded_members: tuple[str, ...] = ()
 
 
 # --- status -------------------------------------------------------------------------------

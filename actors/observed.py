@@ -60,6 +60,9 @@ class Observed:
     newest_verified_backup: LastBackup | None = None
     # The last revision the delta backups reach from a verified snapshot (0: none).
     deltas_reach: int = 0
+    # Whether this cluster ever had members: a status listed some, or one answered a probe. With
+    # no member left at all (no pod, no volume), such a cluster lost its data; a new one did not.
+    had_members: bool = False
     # The configuration members of the spec in force should run with (None: not asked).
     desired: MemberConfig | None = None
 

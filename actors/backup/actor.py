@@ -27,7 +27,7 @@ from actors.backup.job import BackupFailed, BackupOutcome, take_backup
 from actors.backup.ports import BackupRequests, SnapshotVerifier
 from actors.backup.retention import BackupRecord, expired
 from actors.backup.schedule import due, utc
-from actors.backup.source import metadata_key, scheduled, taken_at
+from actors.backup.source import metadata_key, scheduled, snapshot_of, taken_at
 from actors.cluster import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import StoreError
 from actors.measurements import BackupMeasured
@@ -235,9 +235,12 @@ class BackupActor(Actor[Wake]):
             await store.delete(metadata_key(doomed.key))
             await self._event("BackupDeleted", f"{doomed.key}: retention (keep {keep}, maxAge {max_age})")
 
-    async def _records(self, store: ObjectStore) -> list[BackupRecord]:
+    async def _records(self, store: ObjectStore, *, on_demand: bool = False) -> list[BackupRecord]:
+        """The scheduled snapshots in the store (retention and the schedule look only at those);
+        with `on_demand`, those of EtcdBackups too."""
         ref = self._context.ref
-        snapshots = [o for o in await store.list(f"{ref.namespace}/{ref.name}/") if scheduled(o.key, ref)]
+        wanted = snapshot_of if on_demand else scheduled
+        snapshots = [o for o in await store.list(f"{ref.namespace}/{ref.name}/") if wanted(o.key, ref)]
         return [
             BackupRecord(o.key, taken_at(o.key, o.modified), await _verified(store, o.key)) for o in snapshots
         ]
@@ -249,9 +252,10 @@ class BackupActor(Actor[Wake]):
         condition and a recovery from backup (actors/plan/recovery.py) know of it."""
         try:
             async with self._store(store_spec) as store:
-                records = await self._records(store)
+                every = await self._records(store, on_demand=True)
                 if self._status.last_successful_backup is None:
-                    await self._recall(store, records)
+                    await self._recall(store, every)  # any verified snapshot will do, on-demand ones too
+                records = [r for r in every if scheduled(r.key, self._context.ref)]
         except StoreError:
             return None  # the first attempt will say what is wrong with the store
         return max((r.taken_at for r in records), default=None)

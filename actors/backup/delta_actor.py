@@ -77,6 +77,13 @@ class DeltaFollower:
                 continue
             written = self.chunks_written
             try:
+                if self.context.reports.deltas_reach < self.base:
+                    await self._stored_reach(
+                        spec
+                    )  # what a recovery from backup can use, even with no member up
+                if self.context.feed.latest is None:
+                    await trio.sleep(IDLE_LOOK)
+                    continue
                 try:
                     await self._follow(spec)
                 except BaseExceptionGroup as group:  # the watch's nursery wraps what ended it
@@ -99,19 +106,24 @@ class DeltaFollower:
         last = report.status.last_successful_backup if report else None
         if last is not None and last.verified:
             self.base = max(self.base, last.revision)
-        return self.base > 0 and self.context.feed.latest is not None
+        return self.base > 0
 
-    async def _follow(self, spec: BackupSpec) -> None:
-        assert spec.store is not None and spec.delta_period is not None
-        period = duration_seconds(spec.delta_period)
+    async def _stored_reach(self, spec: BackupSpec) -> int:
+        """How far the stored chunks reach from the base without a gap. It counts for a recovery
+        from backup at once, before any watch works (a daemon restarted while every member is
+        gone writes no new chunk, and the recovery waits for this; plan/recovery.py)."""
         async with self._store(spec) as store:
             stored = [
                 c for o in await store.list(deltas_prefix(self.context.ref)) if (c := parse_chunk_key(o.key))
             ]
-        start = covered_to(stored, self.base)
-        # What is stored already counts for a recovery from backup at once, before the watch
-        # works again (a daemon restarted while every member is gone writes no new chunk).
-        self.context.reports.deltas_reach = max(self.context.reports.deltas_reach, start)
+        reach = covered_to(stored, self.base)
+        self.context.reports.deltas_reach = max(self.context.reports.deltas_reach, reach)
+        return reach
+
+    async def _follow(self, spec: BackupSpec) -> None:
+        assert spec.store is not None and spec.delta_period is not None
+        period = duration_seconds(spec.delta_period)
+        start = await self._stored_reach(spec)
         observed = self.context.feed.latest
         assert observed is not None
         async with self.history.follow(observed.endpoints(), start + 1) as stream:

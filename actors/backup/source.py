@@ -41,9 +41,17 @@ def backup_key(cluster: ClusterRef, taken_at: float, revision: int, on_demand: s
     return f"{folder}{stamp}-rev{revision}.db"
 
 
+def snapshot_of(key: str, cluster: ClusterRef) -> bool:
+    """Whether a listed key is one of the cluster's snapshots, scheduled or on demand (not
+    metadata, not a delta chunk)."""
+    return key.endswith(".db") and key.startswith(f"{cluster.namespace}/{cluster.name}/")
+
+
 def scheduled(key: str, cluster: ClusterRef) -> bool:
     """Whether a listed key is one of the cluster's scheduled snapshots (not on-demand, not metadata)."""
-    return key.endswith(".db") and not key.startswith(f"{cluster.namespace}/{cluster.name}/{ON_DEMAND}/")
+    return snapshot_of(key, cluster) and not key.startswith(
+        f"{cluster.namespace}/{cluster.name}/{ON_DEMAND}/"
+    )
 
 
 def metadata_key(key: str) -> str:
@@ -53,7 +61,8 @@ def metadata_key(key: str) -> str:
 def taken_at(key: str, modified: float) -> float:
     """When a backup was taken: the time its key carries (the daemon's clock), else the store's
     modification time (a key not named by us)."""
-    stamp = key.rsplit("/", 1)[-1].split("-rev", 1)[0]
+    # The stamp ends where "-rev" begins (an on-demand one follows its backup's name).
+    stamp = key.rsplit("/", 1)[-1].rsplit("-rev", 1)[0][-len("YYYYmmddTHHMMSSZ") :]
     try:
         return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC).timestamp()
     except ValueError:

@@ -7,11 +7,16 @@ from actors.model import ClusterSpec, ProcessState, member_name
 from actors.observed import Observed
 from actors.plan.restart import STOPPED, backoff_wait, exit_story
 
+ALL_DATA_LOST = "every member lost its data: only a restore from backup can bring the data back"
+
 
 def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
     if observed.etcd_members is not None:
         return None
     runtime = observed.runtime
+    if not runtime and observed.had_members:
+        # Every pod and volume is gone: seeding afresh would pass an empty cluster off as this one.
+        return Wait(f"{ALL_DATA_LOST}: no member, pod or volume is left")
     if not runtime:
         return _seed(spec, member_name(observed.cluster, 0))
     # Bring back every member that still has data; quorum returns once a majority runs again.
@@ -32,7 +37,7 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
     # bootstrap; several are a cluster whose data is gone.
     if len(runtime) == 1:
         return backoff_wait(observed, runtime[0]) or _seed(spec, runtime[0].name)
-    return Wait("every member lost its data: only a restore from backup can bring the data back")
+    return Wait(ALL_DATA_LOST)
 
 
 def _seed(spec: ClusterSpec, name: str) -> Step:

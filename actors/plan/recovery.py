@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from actors.actions import Wait
 from actors.model import ClusterSpec, EtcdMember, ProcessState, RecoveryMode, RestoreSpec
 from actors.observed import Observed, quorum
+from actors.plan.bootstrap import ALL_DATA_LOST
 from actors.plan.common import next_member_name
 from actors.recovery import RecoverFromBackup, RecoverFromSurvivor
 
@@ -79,7 +81,9 @@ def _gone_for_good(observed: Observed, member: EtcdMember, bound: float) -> str:
     return ""
 
 
-def recover_quorum(spec: ClusterSpec, observed: Observed) -> RecoverFromSurvivor | RecoverFromBackup | None:
+def recover_quorum(
+    spec: ClusterSpec, observed: Observed
+) -> RecoverFromSurvivor | RecoverFromBackup | Wait | None:
     if spec.disaster_recovery.mode is not RecoveryMode.AUTOMATIC:
         return None
     if observed.etcd_members is None:
@@ -110,24 +114,35 @@ def recover_quorum(spec: ClusterSpec, observed: Observed) -> RecoverFromSurvivor
     )
 
 
-def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | None:
-    runtime = observed.runtime
-    # The same picture membership_unknown calls "every member lost its data": several members,
-    # none running, none with data. A lone member without data is an interrupted bootstrap.
-    if len(runtime) < 2 or any(r.has_data for r in runtime):
-        return None
-    if any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime):
+def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | Wait | None:
+    if not _all_data_lost(observed):
         return None
     backup = observed.newest_verified_backup
     if backup is None or spec.backup is None or spec.backup.store is None:
         return None
+    if spec.backup.delta_period is not None and observed.deltas_reach < backup.revision:
+        # The delta actor has not yet listed the chunks after this backup (a daemon just
+        # restarted): restoring now would give up every change they hold.
+        return Wait(f"{ALL_DATA_LOST}; looking up the delta backups after {backup.key}")
     # With delta backups, as far as they reach: the newest snapshot plus the changes after it.
     revision = observed.deltas_reach if observed.deltas_reach > backup.revision else None
     return RecoverFromBackup(
         name=next_member_name(observed),
         source=RestoreSpec(store=spec.backup.store, key=backup.key, revision=revision),
-        stale=tuple(sorted(r.name for r in runtime)),
+        stale=tuple(sorted(r.name for r in observed.runtime)),
         revision=revision or backup.revision,
         # The deltas the supervisor stored were observed too (its probes may have lagged them).
         revision_seen=max(observed.revision_seen, revision or backup.revision),
     )
+
+
+def _all_data_lost(observed: Observed) -> bool:
+    """The pictures membership_unknown calls "every member lost its data": several members,
+    none running, none with data (a lone member without data is an interrupted bootstrap); or
+    none left at all, pods and volumes deleted, of a cluster that had members."""
+    runtime = observed.runtime
+    if not runtime:
+        return observed.had_members
+    if len(runtime) < 2 or any(r.has_data for r in runtime):
+        return False
+    return not any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime)

@@ -177,3 +177,15 @@ def test_the_daemon_checks_versions_and_repositories_with_the_crds_own_patterns(
 
     assert cel_pattern("version") == VERSION_PATTERN.pattern
     assert cel_pattern("repository") == REPOSITORY_PATTERN.pattern
+
+
+def test_the_members_a_status_lists_are_recorded_and_a_malformed_status_is_ignored():
+    written = status_to_dict(
+        ClusterStatus(
+            members=(MemberStatus("demo-1", "b", "p", "c"), MemberStatus("demo-0", "a", "p", "c")),
+        )
+    )
+    assert parse_cluster({**doc(), "status": written}).recorded_members == ("demo-0", "demo-1")
+    assert parse_cluster(doc()).recorded_members == ()
+    for status in ("Running", {"members": "demo-0"}, {"members": [{"name": 7}, "x", {}]}):
+        assert parse_cluster({**doc(), "status": status}).recorded_members == ()

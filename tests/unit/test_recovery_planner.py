@@ -3,7 +3,7 @@ majority may still return."""
 
 import attrs
 
-from actors.actions import StartMember, Wait
+from actors.actions import StartMember, StartSeed, Wait
 from actors.model import (
     BackupSpec,
     ClusterSpec,
@@ -116,6 +116,31 @@ def test_all_data_lost_recovers_from_the_newest_verified_backup():
     for spec_, seen_ in ((spec, attrs.evolve(seen, newest_verified_backup=None)), (MANUAL, seen)):
         waiting = plan(spec_, seen_)
         assert isinstance(waiting, Wait) and "every member lost its data" in waiting.reason
+
+
+def test_a_cluster_that_had_members_and_has_no_pod_or_volume_left_is_restored_not_seeded_empty():
+    # Kubernetes: every member's pod and claim deleted, so the runtime lists nothing at all.
+    spec = attrs.evolve(AUTOMATIC, backup=BackupSpec(store=STORE))
+    backup = LastBackup("demo/backup-1", revision=77, size_bytes=1, verified=True, completion_time=0.0)
+    gone = attrs.evolve(observed([], None, {}), newest_verified_backup=backup, had_members=True)
+    step = plan(spec, gone)
+    assert isinstance(step, RecoverFromBackup)
+    assert (step.name, step.source.key, step.stale) == ("demo-0", "demo/backup-1", ())
+    # Manual mode, or no verified backup: it says so and waits; it never seeds an empty cluster.
+    for spec_, seen_ in ((MANUAL, gone), (spec, attrs.evolve(gone, newest_verified_backup=None))):
+        waiting = plan(spec_, seen_)
+        assert isinstance(waiting, Wait), waiting
+        assert "every member lost its data" in waiting.reason and "no member, pod or volume" in waiting.reason
+    # A new cluster (nothing ever ran, no status listing members) is seeded as before.
+    assert isinstance(plan(spec, attrs.evolve(gone, had_members=False)), StartSeed)
+    # With delta backups, not before the chunks after the backup are known (a restarted daemon).
+    with_deltas = attrs.evolve(spec, backup=BackupSpec(store=STORE, delta_period="5s"))
+    waiting = plan(with_deltas, gone)
+    assert isinstance(waiting, Wait) and "looking up the delta backups after demo/backup-1" in waiting.reason
+    step = plan(with_deltas, attrs.evolve(gone, deltas_reach=80))
+    assert isinstance(step, RecoverFromBackup) and (step.source.revision, step.revision) == (80, 80)
+    step = plan(with_deltas, attrs.evolve(gone, deltas_reach=77))  # listed: nothing after the backup
+    assert isinstance(step, RecoverFromBackup) and (step.source.revision, step.revision) == (None, 77)
 
 
 def test_quorum_guard_alone_says_lost_for_good_only_when_it_is():
