@@ -33,9 +33,9 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
         return waits[0]
     if any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime):
         return Wait("waiting for members to answer")
-    # Nothing runs and nothing has data. A lone member that never ran is an interrupted
-    # bootstrap; several are a cluster whose data is gone.
-    if len(runtime) == 1:
+    # Nothing runs and nothing has data. A lone member of a cluster that never had one answer
+    # is an interrupted bootstrap; otherwise the cluster's data is gone.
+    if len(runtime) == 1 and not observed.had_members:
         return backoff_wait(observed, runtime[0]) or _seed(spec, runtime[0].name)
     return Wait(ALL_DATA_LOST)
 

@@ -137,12 +137,12 @@ def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | W
 
 
 def _all_data_lost(observed: Observed) -> bool:
-    """The pictures membership_unknown calls "every member lost its data": several members,
-    none running, none with data (a lone member without data is an interrupted bootstrap); or
-    none left at all, pods and volumes deleted, of a cluster that had members."""
+    """The pictures membership_unknown calls "every member lost its data": members, none
+    running, none with data, or none left at all (pods and volumes deleted), of a cluster that
+    had members; or several such members (a lone one is otherwise an interrupted bootstrap)."""
     runtime = observed.runtime
     if not runtime:
         return observed.had_members
-    if len(runtime) < 2 or any(r.has_data for r in runtime):
+    if (len(runtime) < 2 and not observed.had_members) or any(r.has_data for r in runtime):
         return False
     return not any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime)

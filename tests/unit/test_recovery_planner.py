@@ -133,6 +133,11 @@ def test_a_cluster_that_had_members_and_has_no_pod_or_volume_left_is_restored_no
         assert "every member lost its data" in waiting.reason and "no member, pod or volume" in waiting.reason
     # A new cluster (nothing ever ran, no status listing members) is seeded as before.
     assert isinstance(plan(spec, attrs.evolve(gone, had_members=False)), StartSeed)
+    # A lone member whose data is gone: the same, once the cluster had members (a size-1 cluster).
+    lone = attrs.evolve(gone, runtime=(rt(0, EXITED, has_data=False),))
+    assert isinstance(plan(spec, lone), RecoverFromBackup)
+    assert isinstance(waiting := plan(MANUAL, lone), Wait) and "every member lost its data" in waiting.reason
+    assert isinstance(plan(spec, attrs.evolve(lone, had_members=False)), StartSeed)  # interrupted bootstrap
     # With delta backups, not before the chunks after the backup are known (a restarted daemon).
     with_deltas = attrs.evolve(spec, backup=BackupSpec(store=STORE, delta_period="5s"))
     waiting = plan(with_deltas, gone)
