@@ -15,10 +15,9 @@ from typing import Any, TypeVar
 
 import trio
 from grpclib.client import Channel
-from grpclib.const import Cardinality
 
 from proto.etcd import etcdserverpb as pb
-from supervisor.aio import pump_asyncio_iterator, run_asyncio
+from supervisor.aio import run_asyncio
 from supervisor.runtime import leaf_exceptions
 
 from . import wire
@@ -49,19 +48,15 @@ from .records import (
     TxnResult,
 )
 from .snapshot import SnapshotDigest
-from .snapshot_wire import SNAPSHOT_METHOD, EmptySnapshotRequest, SnapshotChunk
+from .snapshot_stream import read_snapshot
 from .tls import TlsFiles
 from .transport import ChannelPool, Endpoint, Metadata, failure, invoke
 from .txn import Compare, TxnOp
 
 T = TypeVar("T")
 
-# Deliver the snapshot to the sink in pieces of about this size: crossing from asyncio to
-# trio costs a task switch per item, and etcd sends 32 KiB messages.
-_SNAPSHOT_PIECE = 1024 * 1024
+# Snapshot pieces (about 1 MiB each) read but not yet hashed.
 _SNAPSHOT_QUEUE = 8
-# Pieces at least this large are hashed in a worker thread (smaller ones: not worth the hop).
-_HASH_IN_THREAD = 64 * 1024
 
 
 # A read (it changes nothing, so repeating it is safe) goes round the endpoints this many times,
@@ -547,56 +542,33 @@ class EtcdClient:
             token = await self._ensure_token(deadline)
             if token:
                 metadata["token"] = token
-        first_header: list[int] = []
         remaining = max(deadline - trio.current_time(), 0.001)
-
-        async def stream_pieces(channel: Channel) -> AsyncIterator[bytes]:
-            pending: list[memoryview] = []
-            pending_size = 0
-            async with channel.request(
-                SNAPSHOT_METHOD,
-                Cardinality.UNARY_STREAM,
-                EmptySnapshotRequest,
-                SnapshotChunk,
-                timeout=remaining,
-                metadata=metadata,
-            ) as stream:
-                await stream.send_message(EmptySnapshotRequest(), end=True)
-                async for chunk in stream:
-                    if not first_header and chunk.revision:
-                        first_header.append(chunk.revision)
-                    pending.append(chunk.blob)
-                    pending_size += len(chunk.blob)
-                    if pending_size >= _SNAPSHOT_PIECE:
-                        yield b"".join(pending)
-                        pending, pending_size = [], 0
-            if pending:
-                yield b"".join(pending)
-
         send, receive = trio.open_memory_channel[bytes](_SNAPSHOT_QUEUE)
 
-        async def produce() -> None:
-            # One asyncio coroutine drives the whole stream; pieces cross into trio via `send`.
-            await pump_asyncio_iterator(lambda: _translated(self._pool, endpoint, stream_pieces), send)
+        async def hash_pieces() -> None:
+            # In its own task, so the stream goes on while a piece is hashed; in a worker thread
+            # (hashlib drops the GIL on large updates), so hashing costs the trio thread nothing.
+            async with receive:
+                async for piece in receive:
+                    await trio.to_thread.run_sync(digest.update, piece)
+
+        async def hashed(piece: bytes) -> None:
+            await send.send(piece)
+            await sink(piece)
 
         with trio.move_on_after(remaining + 1.0) as scope:
             try:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(produce)
-                    async with receive:
-                        async for piece in receive:
-                            if len(piece) >= _HASH_IN_THREAD:
-                                # hashlib drops the GIL on large updates: hashed in a worker,
-                                # the piece costs this thread nothing while the stream goes on.
-                                await trio.to_thread.run_sync(digest.update, piece)
-                            else:
-                                digest.update(piece)
-                            await sink(piece)
+                    nursery.start_soon(hash_pieces)
+                    async with send:
+                        revision = await read_snapshot(
+                            self._pool, endpoint, hashed, metadata=metadata, deadline_seconds=remaining
+                        )
             except BaseExceptionGroup as group:
                 raise sole_error(group) from None
         if scope.cancelled_caught:
             raise EtcdTimeout("snapshot did not finish in time", endpoint=url)
-        return first_header[0] if first_header else 0
+        return revision
 
     # ---- authentication and authorisation
 

@@ -1,4 +1,7 @@
-"""A cheap ``repr`` for HTTP/2 DATA frames, the largest avoidable cost of a snapshot stream.
+"""A cheap ``repr`` for HTTP/2 DATA frames, the largest avoidable cost of a large grpclib stream.
+
+(The snapshot no longer goes through h2 at all: see snapshot_stream.py. Watches and every other
+call do, and the figures below, measured on a snapshot, apply to any large stream.)
 
 h2 (4.x) formats every received frame for a trace log line *before* calling the logger:
 ``logger.trace("Received frame: %s", repr(frame))`` in ``H2Connection._receive_frame``. So no

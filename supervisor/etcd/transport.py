@@ -25,8 +25,9 @@ T = TypeVar("T")
 
 Metadata = dict[str, str]
 
-# Large HTTP/2 windows let etcd stream a snapshot without waiting for our WINDOW_UPDATEs;
-# grpclib's 4 MiB default halves snapshot throughput on loopback.
+# Large HTTP/2 windows let etcd stream (watches, large ranges) without waiting for our
+# WINDOW_UPDATEs; grpclib's 4 MiB default halved a snapshot's throughput on loopback. (The
+# snapshot itself has a connection of its own: snapshot_stream.py.)
 _WINDOW = 64 * 1024 * 1024
 
 # h2 formats a repr of every received frame, even with logging off: make DATA frames' cheap.
@@ -65,7 +66,12 @@ class ChannelPool:
     def presents_client_certificate(self) -> bool:
         return self._tls is not None and self._tls.cert_file is not None
 
-    def _context(self) -> ssl.SSLContext:
+    @property
+    def server_name(self) -> str | None:
+        """The name to check servers' certificates against, when not the endpoint's host."""
+        return self._tls.server_name if self._tls else None
+
+    def ssl_context(self) -> ssl.SSLContext:
         if self._ssl_context is None:
             self._ssl_context = (self._tls or TlsFiles()).ssl_context()
         return self._ssl_context
@@ -76,12 +82,12 @@ class ChannelPool:
             config = Configuration(
                 http2_connection_window_size=_WINDOW,
                 http2_stream_window_size=_WINDOW,
-                ssl_target_name_override=self._tls.server_name if self._tls else None,
+                ssl_target_name_override=self.server_name,
             )
             channel = Channel(
                 endpoint.host,
                 endpoint.port,
-                ssl=self._context() if endpoint.secure else None,
+                ssl=self.ssl_context() if endpoint.secure else None,
                 config=config,
             )
             self._channels[endpoint.url] = channel

@@ -9,6 +9,7 @@ import trio
 
 from supervisor.etcd import (
     AuthenticationFailed,
+    EtcdError,
     NotAuthenticated,
     PermissionDenied,
     PermissionKind,
@@ -33,9 +34,15 @@ async def test_auth_enabled_cluster(binaries: EtcdBinaries, tmp_path: Path, asyn
             await admin.put(b"/app/k", b"v")
             assert await admin.user_roles("reader") == ("read-app",)
 
+        async def discard(chunk: bytes) -> None:
+            pass
+
         async with open_etcd_client(cluster.endpoints) as anonymous:
             with pytest.raises(NotAuthenticated):
                 await anonymous.get(b"/app/k")
+            # The snapshot's own HTTP/2 stream reads etcd's refusal from its trailers.
+            with pytest.raises(EtcdError, match="user name is empty"):
+                await anonymous.snapshot(discard)
 
         async with open_etcd_client(cluster.endpoints, credentials=("root", "wrong")) as wrong:
             with pytest.raises(AuthenticationFailed):
@@ -49,6 +56,7 @@ async def test_auth_enabled_cluster(binaries: EtcdBinaries, tmp_path: Path, asyn
         root_login = ("root", "rootpw")
         async with open_etcd_client(cluster.endpoints, credentials=root_login, call_timeout=10) as root:
             assert await root.get(b"/app/k") == b"v"
+            assert (await root.snapshot(discard)).verified  # the token travels with it
             # Simple tokens live in the member's memory: a restart invalidates ours.
             await trio.to_thread.run_sync(cluster.members[0].restart)
             with trio.fail_after(30):

@@ -59,3 +59,29 @@ async def test_the_leader_reports_the_cluster_version_over_tls(
         await admin.aclose()
     major, minor = health.version.split(".")[:2]
     assert health.cluster_version == f"{major}.{minor}.0"
+
+
+async def test_snapshot_over_tls_needs_the_client_certificate(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    # The snapshot has an HTTP/2 connection of its own (snapshot_stream): TLS, ALPN and the
+    # client certificate there too.
+    files = cluster.tls
+    assert files is not None
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    tls = TlsFiles(ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key)
+    async with open_etcd_client(cluster.endpoints, tls=tls) as client:
+        await client.put(b"/tls/snap", b"v")
+        result = await client.snapshot(sink, endpoint=cluster.endpoints[0])
+    assert result.verified and result.size == sum(map(len, chunks)) > 0
+    async with open_etcd_client(cluster.endpoints, tls=TlsFiles(ca_file=files.ca)) as without_cert:
+        with pytest.raises(EtcdTlsError):
+            await without_cert.snapshot(sink, endpoint=cluster.endpoints[0])
+    no_ca = TlsFiles(cert_file=files.client_cert, key_file=files.client_key)
+    async with open_etcd_client(cluster.endpoints, tls=no_ca) as untrusting:
+        with pytest.raises(EtcdTlsError):
+            await untrusting.snapshot(sink, endpoint=cluster.endpoints[0])
