@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable, Callable
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from attrs import field, frozen
 
@@ -24,6 +24,8 @@ from actors.member_times import MemberTimes
 from actors.model import ClusterSpec, MemberLaunch, RestoreSpec
 from actors.observed import Observed
 from actors.ports import EtcdAdmin, EventSink, MemberRuntime
+
+T = TypeVar("T")
 
 
 @frozen
@@ -152,9 +154,10 @@ class RestoreSeed(Action):
         return f"restoring seed member {self.name} from {self.source.describe()}"
 
 
-# How long a restored seed may take to answer its first HashKV (loading a large database).
-SEED_ANSWER_TRIES = 1500
-SEED_ANSWER_PAUSE = 0.2
+# How long a restored seed may take to serve (loading a large database), and how often it is
+# asked meanwhile: often, since a restore is done only when its seed serves.
+SEED_ANSWER_TRIES = 6000
+SEED_ANSWER_PAUSE = 0.05
 
 
 async def _compare_hash(ctx: ActionContext, client_url: str, restored: Restored) -> str:
@@ -162,20 +165,29 @@ async def _compare_hash(ctx: ActionContext, client_url: str, restored: Restored)
     what was found, in words; RestoreFailed when they differ."""
     if restored.kv_hash is None:
         return "the backup records no HashKV (it was not verified when taken): nothing to compare"
-    for attempt in range(SEED_ANSWER_TRIES):
-        try:
-            seed = await ctx.admin.kv_hash(client_url, restored.revision)
-            break
-        except EtcdError:
-            if attempt == SEED_ANSWER_TRIES - 1 or ctx.sleep is None:
-                raise
-            await ctx.sleep(SEED_ANSWER_PAUSE)  # the seed is still loading its database
+    # Serving first (a linearizable read answered: what it started with is applied), hashing
+    # second: HashKV holds etcd's read transaction for its whole pass over the database (about
+    # a second a GiB), and an entry still to apply then would wait for it, and clients with it.
+    await _until_it_answers(ctx, lambda: ctx.admin.revision([client_url]))
+    seed = await _until_it_answers(ctx, lambda: ctx.admin.kv_hash(client_url, restored.revision))
     if seed.hash != restored.kv_hash:
         raise RestoreFailed(
             f"the restored data differ from backup {restored.key}: HashKV at revision {restored.revision} "
             f"is {seed.hash}, the backup recorded {restored.kv_hash}"
         )
     return f"HashKV {seed.hash} at revision {restored.revision} equals the backup's"
+
+
+async def _until_it_answers(ctx: ActionContext, ask: Callable[[], Awaitable[T]]) -> T:
+    """`ask()`, again after a pause while the seed is still loading its database."""
+    for attempt in range(SEED_ANSWER_TRIES):
+        try:
+            return await ask()
+        except EtcdError:
+            if attempt == SEED_ANSWER_TRIES - 1 or ctx.sleep is None:
+                raise
+            await ctx.sleep(SEED_ANSWER_PAUSE)
+    raise AssertionError("unreachable")
 
 
 @frozen
