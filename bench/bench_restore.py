@@ -152,7 +152,7 @@ def ours(work: Path, store: StoreSpec, key: str, run: int) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--gib", type=float, default=1.0, help="data to load, in GiB")
-    parser.add_argument("--runs", type=int, default=2, help="runs of each way")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each way")
     args = parser.parse_args()
     mib = int(args.gib * 1024)
     results: dict = {"etcd_version": DEFAULT_VERSION, "loaded_mib": mib, "runs": args.runs}

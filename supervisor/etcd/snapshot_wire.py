@@ -1,9 +1,9 @@
-"""A lean decoder for the Maintenance/Snapshot stream, the one hot path of the client.
+"""A lean decoder for the Maintenance/Snapshot stream's messages, the one hot path of the client.
 
 betterproto's generated SnapshotResponse costs more CPU per 32 KiB chunk than the rest of the
 stream handling together (its lazy attribute machinery), which halves snapshot throughput.
-These two classes satisfy grpclib's codec (``SerializeToString`` / ``FromString``) and read
-only what a snapshot needs: field 3, the blob (as in proto/src/etcdserverpb/rpc.proto).
+SnapshotChunk reads only what a snapshot needs: field 3, the blob, and the header's revision
+(as in proto/src/etcdserverpb/rpc.proto). The stream itself: snapshot_stream.py.
 """
 
 from __future__ import annotations
@@ -13,13 +13,6 @@ SNAPSHOT_METHOD = "/etcdserverpb.Maintenance/Snapshot"
 _BLOB_FIELD = 3
 _HEADER_FIELD = 1
 _REVISION_FIELD = 3  # ResponseHeader.revision
-
-
-class EmptySnapshotRequest:
-    """SnapshotRequest has no fields: its encoding is empty."""
-
-    def SerializeToString(self) -> bytes:
-        return b""
 
 
 def _varint(data: memoryview, pos: int) -> tuple[int, int]:
