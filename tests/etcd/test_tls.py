@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import attrs
 import pytest
 
 from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
@@ -73,11 +74,20 @@ async def test_snapshot_over_tls_needs_the_client_certificate(
     async def sink(chunk: bytes) -> None:
         chunks.append(chunk)
 
-    tls = TlsFiles(ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key)
+    # Checked against another name than the endpoint's host (127.0.0.1), as the operator
+    # reaches a scratch pod by its IP: the certificate's "localhost".
+    tls = TlsFiles(
+        ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key, server_name="localhost"
+    )
     async with open_etcd_client(cluster.endpoints, tls=tls) as client:
         await client.put(b"/tls/snap", b"v")
         result = await client.snapshot(sink, endpoint=cluster.endpoints[0])
     assert result.verified and result.size == sum(map(len, chunks)) > 0
+    async with open_etcd_client(
+        cluster.endpoints, tls=attrs.evolve(tls, server_name="elsewhere")
+    ) as misnamed:
+        with pytest.raises(EtcdTlsError):
+            await misnamed.snapshot(sink, endpoint=cluster.endpoints[0])
     async with open_etcd_client(cluster.endpoints, tls=TlsFiles(ca_file=files.ca)) as without_cert:
         with pytest.raises(EtcdTlsError):
             await without_cert.snapshot(sink, endpoint=cluster.endpoints[0])
