@@ -10,7 +10,7 @@ import pytest
 import trio
 from hyperframe.frame import DataFrame, Frame
 
-from supervisor.etcd import frame_repr, open_etcd_client
+from supervisor.etcd import EtcdConnectionError, frame_repr, open_etcd_client
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 
 
@@ -67,3 +67,23 @@ def test_cheap_data_frame_repr_matches_hyperframe(size: int, pad: int | None) ->
     assert DataFrame.__dict__["_body_repr"] is frame_repr.data_frame_body_repr
     assert frame._body_repr() == expected
     assert repr(frame).endswith(expected)
+
+
+async def test_a_member_killed_mid_snapshot_is_a_connection_error(
+    binaries: EtcdBinaries, tmp_path: Path, asyncio_loop: None
+) -> None:
+    with running_cluster(binaries, tmp_path, size=1) as doomed:
+        received: list[int] = []
+
+        async def kill_after_the_first_piece(chunk: bytes) -> None:
+            received.append(len(chunk))
+            if len(received) == 1:
+                doomed.members[0].kill()
+
+        async with open_etcd_client(doomed.endpoints, call_timeout=30) as client:
+            value = bytes(range(256)) * 4096  # 1 MiB
+            for i in range(24):
+                await client.put(f"/big/{i}".encode(), value)
+            with trio.fail_after(20), pytest.raises(EtcdConnectionError):
+                await client.snapshot(kill_after_the_first_piece)
+        assert received and sum(received) < 24 * len(value)  # it ended early, and said so
