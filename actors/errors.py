@@ -46,5 +46,11 @@ class StepFailed(Exception):
     backup is missing or corrupt, say): held off and retried like a refused step."""
 
 
+class RuntimeRefused(StepFailed):
+    """The member runtime refused a change: on Kubernetes the API server answered no (a
+    namespace being deleted, a quota, an admission webhook, a volume still being deleted).
+    Held off and retried with a warning Event, so the cluster actor keeps what it observed."""
+
+
 class RestoreFailed(StepFailed):
     """The backup to restore a new cluster from is missing, unreadable or corrupt."""

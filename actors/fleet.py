@@ -106,9 +106,11 @@ class Fleet:
                     ref,
                     extra={"event": "ignored-change", "cluster": str(ref)},
                 )
-            # What the status listed counts as read when the cluster's actor started: the actor's
-            # own status writes come back here and must not look like changes.
-            kept = attrs.evolve(desired.resource, recorded_members=entry.desired.resource.recorded_members)
+            # The members a status listed are noted once: the actor's own status writes come
+            # back here on every change and must not look like spec changes; and once noted they
+            # stay, so an actor restarted after a crash still knows the cluster had members.
+            recorded = entry.desired.resource.recorded_members or desired.resource.recorded_members
+            kept = attrs.evolve(desired.resource, recorded_members=recorded)
             desired = attrs.evolve(desired, resource=kept)
             refused = refused_changes(entry.desired.resource.spec, desired.resource.spec)
             if refused:

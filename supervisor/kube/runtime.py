@@ -12,14 +12,16 @@ within seconds, and re-checking them before each step cost a dozen sequential AP
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import secrets
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import trio
 
 from actors.codec import parse_spec
+from actors.errors import RuntimeRefused
 from actors.model import (
     ClusterRef,
     ClusterSpec,
@@ -32,7 +34,7 @@ from actors.model import (
 from actors.ports import MemberChanged
 from supervisor.kube import manifests as m
 from supervisor.kube import warm_members as warm
-from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
+from supervisor.kube.client import KubeClient, KubeError, KubeUnavailable, is_conflict, is_not_found
 from supervisor.kube.start_gate import open_gate
 from supervisor.kube.tls import generate_cluster_tls
 from supervisor.kube.watch import (
@@ -59,6 +61,29 @@ KILLED_BY_SIGNAL = 128
 # How long cluster-wide objects made sure of count as still there. A Service someone deletes is
 # back at the next member allocation or start after this.
 ENSURE_EVERY = 30.0
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _refusals_fail_the_step(
+    method: Callable[Concatenate[KubeRuntime, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[KubeRuntime, P], Coroutine[Any, Any, T]]:
+    """An answer of the API server other than "unreachable" fails the step (RuntimeRefused):
+    the cluster actor holds off and looks again, instead of crashing and restarting, which
+    would lose what it had observed and fill the log while a namespace is being deleted."""
+
+    @functools.wraps(method)
+    async def refusals_as_failures(self: KubeRuntime, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(self, *args, **kwargs)
+        except KubeUnavailable:
+            raise  # the API server is away: the supervisor's restart with backoff waits for it
+        except KubeError as exc:
+            raise RuntimeRefused(str(exc)) from exc
+
+    return refusals_as_failures
 
 
 class ClusterGone(Exception):
@@ -317,6 +342,7 @@ class KubeRuntime:
 
     # --- MemberRuntime -----------------------------------------------------------------------
 
+    @_refusals_fail_the_step
     async def allocate_member(self, cluster: ClusterRef, name: str, spec: ClusterSpec) -> MemberUrls:
         # The spec in force, not the object's: after a refused edit (a TLS switch, say) the
         # object says what the user asked for, which this cluster does not run.
@@ -347,6 +373,7 @@ class KubeRuntime:
             path = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
             await self._client.merge_patch(path, warm.adoption_patch(owner.ref, name))
 
+    @_refusals_fail_the_step
     async def start_member(self, launch: MemberLaunch) -> None:
         ref, ns = launch.cluster, launch.cluster.namespace
         owner, _, obj = await self._read_cluster(ref)
@@ -504,10 +531,12 @@ class KubeRuntime:
             409, "PodTerminating", f"{path} is still terminating after {self._pod_gone_timeout:.0f}s"
         )
 
+    @_refusals_fail_the_step
     async def stop_member(self, cluster: ClusterRef, name: str) -> None:
         # The default grace period: etcd gets SIGTERM and time to shut down cleanly.
         await self._client.delete_if_exists(m.core_path(cluster.namespace, "pods", name))
 
+    @_refusals_fail_the_step
     async def delete_member(self, cluster: ClusterRef, name: str) -> None:
         ns = cluster.namespace
         await self._client.delete_if_exists(m.core_path(ns, "pods", name))

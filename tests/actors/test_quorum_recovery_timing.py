@@ -56,3 +56,27 @@ async def test_a_silent_majority_is_waited_for_until_the_bound_then_rebuilt_from
     assert final.phase.value == "Running" and final.ready_replicas == 3
     assert final.last_recovery is not None and final.last_recovery.source == "demo-2"
     assert {m.name for m in final.members} == {"demo-2", "demo-3", "demo-4"}
+
+
+async def test_a_cluster_left_with_no_member_at_all_is_not_seeded_afresh(autojump_clock):
+    """Every member's pod and volume deleted (the runtime lists nothing), and the cluster actor
+    restarted meanwhile, so only the status it wrote (as Kubernetes hands it back with the
+    resource) says the cluster had members: nothing is started, the status says what was lost."""
+    world = MemoryWorld()
+    manual = ClusterSpec(size=3, tls_enabled=False)
+    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+        await fleet.apply([ClusterResource(REF, manual)])
+        await trio.sleep(30)
+        assert world.statuses[-1][1].ready_replicas == 3
+        await fleet.apply([ClusterResource(REF, manual, recorded_members=("demo-0", "demo-1", "demo-2"))])
+        # The status comes back on every write: it is noted, not taken for a spec change.
+        await fleet.apply([ClusterResource(REF, manual)])
+        await trio.sleep(5)
+        started = dict(world.started_at)
+        world.runtime.clear()
+        world.etcd.clear()
+        world.crash_observations = 1
+        await trio.sleep(30)
+    assert world.started_at == started, "a member was started: the cluster was seeded afresh"
+    status = world.statuses[-1][1]
+    assert "every member lost its data" in status.message and "no member, pod or volume" in status.message

@@ -14,6 +14,7 @@ import pytest
 import trio
 from cryptography import x509
 
+from actors.errors import RuntimeRefused, StepFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
@@ -367,3 +368,22 @@ async def test_allocation_follows_the_spec_in_force_not_a_refused_edit_on_the_ob
         pod = await admin.get(m.core_path(ns, "pods", "eps-1"))
         assert not any("cert" in arg for arg in pod["spec"]["containers"][0]["args"])
         assert await admin.get_or_none(m.core_path(ns, "secrets", m.tls_secret_name(ref))) is None
+
+
+async def test_a_start_the_api_server_refuses_fails_the_step_instead_of_crashing_the_actor(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """A namespace being deleted takes no new pod: the start is a failed step (held off, a
+    warning Event, looked at again), the one kind of failure the cluster actor survives."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "alpha")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "alpha")
+        runtime = KubeRuntime(op)
+        spec = ClusterSpec(size=1)
+        urls = await runtime.allocate_member(ref, "alpha-0", spec)
+        await admin.delete(f"/api/v1/namespaces/{ns}")  # stays Terminating: no namespace controller here
+        with pytest.raises(RuntimeRefused) as refused:
+            await runtime.start_member(launch_for(ref, "alpha-0", urls, spec))
+        assert isinstance(refused.value, StepFailed)
+        assert "403" in str(refused.value) and "being terminated" in str(refused.value)
