@@ -96,7 +96,11 @@ class EtcdAdminAdapter:
         `start_revision` on. The watch shares this adapter's client, so it fails over to the
         members the actors name on their calls as membership changes."""
         client = self._aimed(endpoints)
-        async with open_watch(client, b"\0", b"\0", start_revision=start_revision) as watch:
+        # Progress answers prove the watch alive but never move it on (etcd 3.4 may send one
+        # before the events below it; every revision of the whole keyspace is an event anyway).
+        async with open_watch(
+            client, b"\0", b"\0", start_revision=start_revision, progress_advances=False
+        ) as watch:
             yield _History(watch, client)
 
     async def aclose(self) -> None:

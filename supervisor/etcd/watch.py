@@ -12,7 +12,9 @@ etcd sends them every few minutes when asked (`progress_notify`), and `request_p
 asks for one now. Every one is delivered, also when it names no newer revision than the last
 batch (a quiet cluster): the caller hears that the stream is alive. etcd 3.4 may answer that
 request before it has delivered every event below the revision it names (fixed in 3.5.8); on
-3.5 and later the answer follows them.
+3.5 and later the answer follows them. So a watch of the whole keyspace, where every revision
+is an event and a progress answer can say nothing new, opens with `progress_advances=False`:
+its answers then prove the stream alive but never move the point it resumes from.
 
 A member that stops answering without closing its connection (frozen, or cut off by a network
 that drops packets) leaves a stream that neither errors nor delivers: only the caller can tell,
@@ -106,10 +108,12 @@ class Watch:
         *,
         progress_notify: bool,
         prev_kv: bool,
+        progress_advances: bool = True,
     ) -> None:
         self._client = client
         self._key, self._range_end = key, range_end
         self._progress_notify, self._prev_kv = progress_notify, prev_kv
+        self._progress_advances = progress_advances
         # The next revision to ask for on a (re)connect: one past the last delivered.
         self._next = start_revision
         self._stream: Stream[Any, Any] | None = None
@@ -229,7 +233,10 @@ class Watch:
         events = tuple(_event(e) for e in response.events)
         # Without events: a progress notification. One at or below what was delivered already
         # (a quiet range, a member catching up) moves nothing, but says the stream is alive.
-        last = events[-1].revision if events else max(response.header.revision, self.revision)
+        if events:
+            last = events[-1].revision
+        else:
+            last = max(response.header.revision, self.revision) if self._progress_advances else self.revision
         self._next = last + 1
         await self._send.send(WatchBatch(events, last))
 
@@ -257,11 +264,22 @@ async def open_watch(
     start_revision: int,
     progress_notify: bool = True,
     prev_kv: bool = False,
+    progress_advances: bool = True,
 ) -> AsyncIterator[Watch]:
-    """Watch `key` (or [key, range_end)) from `start_revision` on, for the block's lifetime."""
+    """Watch `key` (or [key, range_end)) from `start_revision` on, for the block's lifetime.
+
+    `progress_advances=False`: progress answers never move the resume point (see above)."""
     if start_revision < 1:
         raise ValueError("start_revision must be at least 1")
-    watch = Watch(client, key, range_end, start_revision, progress_notify=progress_notify, prev_kv=prev_kv)
+    watch = Watch(
+        client,
+        key,
+        range_end,
+        start_revision,
+        progress_notify=progress_notify,
+        prev_kv=prev_kv,
+        progress_advances=progress_advances,
+    )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch.follow)
         try:

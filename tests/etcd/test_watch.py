@@ -126,6 +126,14 @@ async def test_progress_on_request_and_compaction_overtaking_the_watch(
             with trio.fail_after(10):
                 again = await anext(watch)
             assert again.progress and again.revision == batch.revision
+        # A watch whose progress answers must not move it on (the follower's, on the whole
+        # keyspace, where etcd 3.4 may answer before the events below): alive, not advanced.
+        async with open_watch(client, b"/p/", b"/p0", start_revision=first, progress_advances=False) as still:
+            assert [e.kv.key for e in (await anext(still)).events] == [b"/p/a"]
+            await still.request_progress()
+            with trio.fail_after(10):
+                heard = await anext(still)
+            assert heard.progress and heard.revision == first and still.revision == first
         await client.compact(head)
         async with open_watch(client, b"/p/", b"/p0", start_revision=first) as watch:
             with pytest.raises(WatchCompacted) as compacted:
