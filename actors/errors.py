@@ -9,6 +9,10 @@ class EtcdUnavailable(EtcdError):
     """No endpoint answered in time."""
 
 
+class RevisionCompacted(EtcdError):
+    """The revision asked about is compacted away."""
+
+
 class LearnerNotReady(EtcdError):
     """etcd refused a promotion: the learner's log is not yet in sync with the leader's."""
 

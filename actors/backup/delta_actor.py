@@ -12,6 +12,10 @@ even that, for DEAD_AFTER such requests is moved to another member, from the las
 delivered (the changes not yet written stay pending). A compaction that overtakes the watch
 means changes were missed, so a new full backup is taken at once and the deltas start again
 from its revision.
+
+Each chunk may start a verification of the chain a recovery would use (delta_verify.py says
+when and how); it runs beside the follower, and a chain that does not verify makes the follower
+take a full backup at once, as after a compaction.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import trio
 from attrs import define
 
 from actors.backup.actor import BackupPorts
+from actors.backup.delta_verify import VERIFY_EVERY, ChainVerifier, Checkpoint, VerifyAsk, verification_due
 from actors.backup.deltas import (
     Change,
     HistoryCompacted,
@@ -36,8 +41,9 @@ from actors.backup.deltas import (
     parse_chunk_key,
 )
 from actors.backup.job import BackupFailed, take_backup
+from actors.backup.source import snapshot_source
 from actors.cluster import ChildFactory, ClusterContext
-from actors.errors import EtcdError, StoreError
+from actors.errors import EtcdError, RevisionCompacted, StoreError
 from actors.measurements import Measurement
 from actors.model import BackupSpec, duration_seconds
 from actors.store_port import ObjectStore
@@ -67,8 +73,24 @@ class DeltaFollower:
     # The revision the latest full snapshot holds, as far as this follower knows.
     base: int = 0
     chunks_written: int = 0
+    verify_every: float = VERIFY_EVERY  # at most this often (seconds) on the same base
+    _checkpoint: Checkpoint | None = None  # the last verification asked for
+    _chain: ChainVerifier | None = None
+    _broken: str | None = None  # why the stored chain did not verify, until a full backup
 
     async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            if self.ports.verifier is not None:
+                self._chain = ChainVerifier(
+                    self.context, self.ports.verifier, self.ports.open_store, self._chain_broken
+                )
+                nursery.start_soon(self._chain.run)
+            await self._follow_forever()
+
+    def _chain_broken(self, why: str) -> None:
+        self._broken = why
+
+    async def _follow_forever(self) -> None:
         failures = 0
         while True:
             spec = self.context.desired().resource.spec.backup
@@ -89,7 +111,7 @@ class DeltaFollower:
                 except BaseExceptionGroup as group:  # the watch's nursery wraps what ended it
                     raise _sole(group) from None
                 failures = 0
-            except HistoryCompacted as exc:
+            except (HistoryCompacted, ChainBroken) as exc:
                 await self._full_backup(spec, str(exc))
             except (EtcdError, StoreError, BackupFailed) as exc:
                 # The backoff grows only while attempts get nowhere: one that wrote chunks worked.
@@ -134,6 +156,8 @@ class DeltaFollower:
             deadline = now + period
             live = Liveness(every=min(period, PROGRESS_EVERY), misses=DEAD_AFTER, heard_at=now)
             while self._unchanged(spec):
+                if self._broken is not None:
+                    raise ChainBroken(self._broken)
                 with trio.move_on_at(min(deadline, live.next_look())):
                     while len(pending) < MAX_CHUNK_CHANGES:
                         batch = await batches.__anext__()
@@ -161,6 +185,7 @@ class DeltaFollower:
                         start, pending = covered, []
                     if now >= deadline:
                         deadline = now + period
+                await self._maybe_verify(spec, start)
 
     def _unchanged(self, spec: BackupSpec) -> bool:
         return self.context.desired().resource.spec.backup == spec
@@ -172,6 +197,39 @@ class DeltaFollower:
         self.chunks_written += 1
         self.context.reports.deltas_reach = last  # for a recovery from backup (plan/recovery.py)
         log.info("delta backup %s: %d changes, revisions %d-%d", key, len(changes), first, last)
+
+    async def _maybe_verify(self, spec: BackupSpec, reach: int) -> None:
+        """When a verification of the stored chain up to `reach` is due (delta_verify.py), ask
+        the source's HashKV there now, while it is not compacted, and hand both to the chain
+        verifier. Looked at each time the follower wakes, so the last chunk before a quiet spell
+        is verified too once its time comes."""
+        chain, now = self._chain, trio.current_time()
+        if chain is None or not spec.verify or reach <= self.base:
+            return
+        if not verification_due(self._checkpoint, self.base, reach, now, self.verify_every):
+            return
+        observed = self.context.feed.latest
+        member = snapshot_source(observed) if observed is not None else None
+        if member is None:
+            return  # no healthy member to ask: the next chunk asks again
+        try:
+            source = await self.context.ports.admin.kv_hash(member, reach)
+        except RevisionCompacted as exc:
+            self._checkpoint = Checkpoint(self.base, reach, now)
+            why = f"the deltas to revision {reach} are not verified: the source compacted it already ({exc})"
+            await self._event("DeltaVerificationSkipped", why)
+            return
+        except EtcdError as exc:  # unavailable, or not there yet: the next chunk asks again
+            log.info(
+                "delta backups of %s: no HashKV at revision %d from %s: %s",
+                self.context.ref,
+                reach,
+                member,
+                exc,
+            )
+            return
+        self._checkpoint = Checkpoint(self.base, reach, now)
+        chain.ask(VerifyAsk(reach, source, member))
 
     async def _full_backup(self, spec: BackupSpec, why: str) -> None:
         await self._event("DeltaBackupRestarting", f"{why}: taking a full backup to start the deltas afresh")
@@ -185,6 +243,7 @@ class DeltaFollower:
         if not outcome.verified:  # the deltas need an exact base (see _base_known)
             raise BackupFailed(f"{outcome.key}: not verified ({outcome.note or 'verify is off'})")
         self.base = max(self.base, outcome.revision)
+        self._broken = None  # the deltas go on from a fresh verified base
         await self._event(
             "BackupSucceeded",
             f"{outcome.key}: full backup for the deltas at revision {outcome.revision}",
@@ -208,15 +267,23 @@ class DeltaFollower:
         )
 
 
+class ChainBroken(Exception):
+    """The stored chain did not verify: a full backup must start the deltas afresh."""
+
+
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     leaves = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
     return leaves[0] if len(leaves) == 1 else group
 
 
 def delta_child(
-    ports: BackupPorts, history: Callable[[ClusterContext], HistorySource | None]
+    ports: BackupPorts,
+    history: Callable[[ClusterContext], HistorySource | None],
+    *,
+    verify_every: float = VERIFY_EVERY,
 ) -> ChildFactory:
-    """The per-cluster child for delta backups (idle unless spec.backup.deltaPeriod is set)."""
+    """The per-cluster child for delta backups (idle unless spec.backup.deltaPeriod is set);
+    `verify_every`: how far apart verifications of the stored chain are (delta_verify.py)."""
 
     def child(context: ClusterContext) -> ChildSpec:
         async def start(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -224,7 +291,8 @@ def delta_child(
             task_status.started()
             if source is None:
                 await trio.sleep_forever()  # this runtime's admin cannot follow history
-            await DeltaFollower(context, ports, source).run()  # type: ignore[arg-type]
+            follower = DeltaFollower(context, ports, source, verify_every=verify_every)  # type: ignore[arg-type]
+            await follower.run()
 
         return ChildSpec("deltas", start, shutdown=5.0)
 

@@ -1,6 +1,7 @@
 """Restore to a revision (spec.restore.revision): which verified snapshot, and which changes
 from the delta chunks after it, give exactly the key-value state at the revision. Shared by the
-local and the Kubernetes restorers (supervisor/local/point_in_time.py, supervisor/kube/snapshots.py),
+local and the Kubernetes restorers (supervisor/local/restore.py, supervisor/kube/snapshots.py)
+and by the verification of delta backups (actors/backup/delta_verify.py),
 which replay the changes in a scratch member of their own.
 """
 
@@ -33,6 +34,7 @@ class PointInTime:
     snapshot_revision: int
     changes: tuple[Change, ...]
     target: int  # the revision restored to
+    chunks: int = 0  # how many delta chunks the changes come from
 
     def restored(self, size: int, sha256: str, kv_hash: int) -> Restored:
         """What the seed was restored from: the snapshot (size, sha256) and the changes."""
@@ -53,28 +55,39 @@ async def plan_point_in_time(store: ObjectStore, key: str, revision: int) -> Poi
     """The snapshot and the changes that give exactly the state at `revision`; RestoreFailed
     naming what is missing otherwise."""
     cluster = source_cluster(key)
-    folder = f"{cluster.namespace}/{cluster.name}/"
     try:
-        snapshots = [o.key for o in await store.list(folder) if o.key.endswith(".db")]
-        candidates = []
-        for snapshot in snapshots:
-            at = await _verified_revision(store, snapshot)
-            if at is not None and at <= revision:
-                candidates.append((at, snapshot))
-        if not candidates:
-            raise RestoreFailed(f"no verified snapshot of {cluster} at or below revision {revision}")
-        base, snapshot = max(candidates)
-        chunks = [c for o in await store.list(deltas_prefix(cluster)) if (c := parse_chunk_key(o.key))]
-        try:
-            needed = chunks_to_replay(chunks, base, revision)
-        except ValueError as exc:
-            raise RestoreFailed(f"cannot reach revision {revision} of {cluster}: {exc}") from exc
-        changes: list[Change] = []
-        for chunk in needed:
-            changes += changes_up_to(decode_chunk(await store.get_bytes(chunk.key)), base, revision)
+        return await plan_chain(store, cluster, revision)
     except StoreError as exc:
         raise RestoreFailed(f"the backups of {cluster} could not be read: {exc}") from exc
-    return PointInTime(snapshot, base, tuple(changes), revision)
+
+
+async def plan_chain(store: ObjectStore, cluster: ClusterRef, revision: int) -> PointInTime:
+    """What a recovery to `revision` would use: the newest verified snapshot at or below it and
+    the stored changes after it. RestoreFailed naming what is missing or unreadable (a gap, a
+    chunk that is not one); StoreError when the store does not answer."""
+    folder = f"{cluster.namespace}/{cluster.name}/"
+    snapshots = [o.key for o in await store.list(folder) if o.key.endswith(".db")]
+    candidates = []
+    for snapshot in snapshots:
+        at = await _verified_revision(store, snapshot)
+        if at is not None and at <= revision:
+            candidates.append((at, snapshot))
+    if not candidates:
+        raise RestoreFailed(f"no verified snapshot of {cluster} at or below revision {revision}")
+    base, snapshot = max(candidates)
+    chunks = [c for o in await store.list(deltas_prefix(cluster)) if (c := parse_chunk_key(o.key))]
+    try:
+        needed = chunks_to_replay(chunks, base, revision)
+    except ValueError as exc:
+        raise RestoreFailed(f"cannot reach revision {revision} of {cluster}: {exc}") from exc
+    changes: list[Change] = []
+    for chunk in needed:
+        data = await store.get_bytes(chunk.key)
+        try:
+            changes += changes_up_to(decode_chunk(data), base, revision)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RestoreFailed(f"{chunk.key} is not a delta chunk: {exc!r}") from exc
+    return PointInTime(snapshot, base, tuple(changes), revision, len(needed))
 
 
 async def _verified_revision(store: ObjectStore, key: str) -> int | None:

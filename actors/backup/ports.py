@@ -9,6 +9,7 @@ from typing import Protocol
 
 from attrs import frozen
 
+from actors.backup.deltas import Change
 from actors.backup.records import KvHash
 from actors.model import ClusterRef, EtcdBackup, EtcdBackupStatus, MemberLaunch, RestoreSpec
 
@@ -18,6 +19,15 @@ class SnapshotVerifier(Protocol):
 
     async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
         """HashKV of the restored store at its own head revision (which is the snapshot's)."""
+        ...
+
+    async def replayed_hash(
+        self, snapshot: AsyncIterable[bytes], changes: Sequence[Change], target: int, *, compact_to: int = 0
+    ) -> KvHash:
+        """HashKV at `target` of the snapshot restored with `changes` replayed onto it, one
+        transaction per original revision (supervisor/etcd/replay.py), its history compacted
+        to `compact_to` first (the source's compaction, so the two hashes cover the same
+        revisions). Raises RestoreFailed when the changes do not reach `target` exactly."""
         ...
 
 

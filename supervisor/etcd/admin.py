@@ -33,6 +33,7 @@ _TRANSLATION: tuple[tuple[type[etcd.EtcdError], type[domain.EtcdError]], ...] = 
     (etcd.UnhealthyCluster, domain.ClusterUnhealthy),
     (etcd.NotEnoughStartedMembers, domain.ClusterUnhealthy),
     (etcd.EtcdUnavailable, domain.EtcdUnavailable),
+    (etcd.Compacted, domain.RevisionCompacted),
 )
 
 

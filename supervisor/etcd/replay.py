@@ -17,10 +17,11 @@ import trio
 
 from actors.backup.deltas import Change
 from actors.backup.leases import leases_to_grant, replayed_lease
+from actors.backup.records import KvHash
 from actors.errors import RestoreFailed
 
 from .client import EtcdClient, sole_error
-from .errors import EtcdError, LeaseExists
+from .errors import Compacted, EtcdError, EtcdUnavailable, LeaseExists
 from .txn import Delete, Put, TxnOp
 
 # A lease is refreshed three times per TTL (as etcd's own client does), at most this often.
@@ -39,11 +40,16 @@ async def wait_serving(client: EtcdClient) -> None:
 
 @asynccontextmanager
 async def replaying(
-    client: EtcdClient, url: str, changes: Sequence[Change], target: int
-) -> AsyncIterator[int]:
+    client: EtcdClient, url: str, changes: Sequence[Change], target: int, *, compact_to: int = 0
+) -> AsyncIterator[KvHash]:
     """Apply `changes` to the scratch member at `url`, which must then stand at revision
     `target`; yields its HashKV there (what the restored seed must show). Take the scratch's
-    snapshot inside the block: its leases are kept alive until the block ends."""
+    snapshot inside the block: its leases are kept alive until the block ends.
+
+    `compact_to`: the source's compaction revision, when the hash is to be compared with the
+    source's: HashKV covers every revision after the compaction, so the scratch's history is
+    compacted as far as the source's first (a scratch already compacted further stays so, and
+    its hash says so by its compact_revision)."""
     present = set(await client.lease_ids())
     grants = leases_to_grant(changes, present)
     for lease, ttl in grants.items():
@@ -55,14 +61,29 @@ async def replaying(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_keep_alive, client, held)
-            await apply_changes(client, changes, held)
+            try:
+                await apply_changes(client, changes, held)
+            except EtcdError as exc:
+                if isinstance(exc, EtcdUnavailable):
+                    raise  # the scratch member, not the changes
+                raise RestoreFailed(f"the scratch member refused a replayed change: {exc}") from exc
             head = await client.current_revision()
             if head != target:
                 raise RestoreFailed(f"replaying the deltas reached revision {head}, not {target}")
-            yield (await client.hash_kv(url, target)).hash
+            if compact_to:
+                await _compact(client, compact_to)
+            found = await client.hash_kv(url, target)
+            yield KvHash(found.hash, target, found.compact_revision)
             nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise sole_error(group) from None
+
+
+async def _compact(client: EtcdClient, revision: int) -> None:
+    try:
+        await client.compact(revision)
+    except Compacted:
+        pass  # the snapshot's own history was compacted that far already
 
 
 async def apply_changes(client: EtcdClient, changes: Sequence[Change], leases: Collection[int] = ()) -> None:

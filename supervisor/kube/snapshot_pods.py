@@ -30,6 +30,9 @@ from supervisor.kube.snapshot_transfer import RECEIVE_PORT
 Obj = dict[str, Any]
 
 COMPONENT_VERIFY = "backup-verify"
+# The verification of delta backups runs beside a full backup's: a component of its own, so
+# that neither deletes the other's pod as a stale one.
+COMPONENT_DELTA_VERIFY = "delta-verify"
 COMPONENT_RESTORE = "restore"
 SCRATCH_DIR = "/scratch"
 SNAPSHOT_FILE = f"{SCRATCH_DIR}/snapshot.db"
@@ -136,7 +139,15 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
     }
 
 
-def verify_pod(owner: m.Owner, spec: ClusterSpec, *, name: str, helper_image: str, token: str) -> Obj:
+def verify_pod(
+    owner: m.Owner,
+    spec: ClusterSpec,
+    *,
+    name: str,
+    helper_image: str,
+    token: str,
+    component: str = COMPONENT_VERIFY,
+) -> Obj:
     """A scratch one-member etcd on the snapshot; its client port is what gets hashed (with TLS
     on, over TLS with a client certificate, as for the members)."""
     etcd, _ = _binaries(spec)
@@ -176,7 +187,7 @@ def verify_pod(owner: m.Owner, spec: ClusterSpec, *, name: str, helper_image: st
         "containers": [serve],
         "volumes": [{"name": "scratch", "emptyDir": {}}],
     }
-    return _pod(owner, name, COMPONENT_VERIFY, spec, pod_spec)
+    return _pod(owner, name, component, spec, pod_spec)
 
 
 def restore_pod(

@@ -12,12 +12,13 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import trio
 
+from actors.backup.deltas import Change
 from actors.backup.point_in_time import plan_point_in_time
 from actors.backup.ports import BackupResolver, Restored
 from actors.backup.records import KvHash
@@ -200,6 +201,25 @@ class KubeVerifier:
                 scratch_tls = attrs.evolve(tls, server_name=POD_SERVER_NAME)
                 return await hash_at_head(f"https://{ip}:{m.CLIENT_PORT}", tls=scratch_tls)
 
+    async def replayed_hash(
+        self, snapshot: AsyncIterable[bytes], changes: Sequence[Change], target: int, *, compact_to: int = 0
+    ) -> KvHash:
+        spec = self._spec()
+        tls = await self._tls_files(self._ref) if spec.tls_enabled else None
+        async with replayed_scratch(
+            self._client,
+            self._ref,
+            spec,
+            self._image,
+            tls,
+            snapshot,
+            changes,
+            target,
+            compact_to=compact_to,
+            component=pods.COMPONENT_DELTA_VERIFY,
+        ) as (_, _, kv_hash, _):
+            return kv_hash
+
 
 def _running_ip(pod: Mapping[str, Any]) -> str | None:
     return _pod_ip(pod) if (pod.get("status") or {}).get("phase") == "Running" else None
@@ -263,32 +283,21 @@ class KubeRestorer:
         store = self._open_store(ref.namespace, source.store)
         try:
             plan = await plan_point_in_time(store, source.key, target)
-            token = secrets.token_hex(16)
-            owner = await _owner(self._client, ref)
-            scratch_pod = pods.verify_pod(
-                owner, launch.spec, name=_pod_name(ref, "verify"), helper_image=image, token=token
-            )
+            snapshot = store.get_stream(plan.snapshot_key)
             with store_errors_fail_the_restore(source.store, plan.snapshot_key):
-                async with open_snapshot_pod(self._client, ref, scratch_pod) as scratch:
-                    path = m.core_path(ref.namespace, "pods", scratch)
-                    fetched = await _push(self._client, path, token, store.get_stream(plan.snapshot_key), tls)
+                async with replayed_scratch(
+                    self._client, ref, launch.spec, image, tls, snapshot, plan.changes, target
+                ) as (etcd, url, kv_hash, fetched):
                     await check_against_metadata(store, plan.snapshot_key, fetched.sha256)
-                    ip = await _wait_pod(self._client, path, _running_ip)
-                    async with _scratch_client(ip, tls) as (etcd, url):
-                        with trio.fail_after(POD_TIMEOUT):
-                            await wait_serving(etcd)
-                        async with (
-                            replaying(etcd, url, plan.changes, target) as kv_hash,
-                            self._filling_seed(launch, plan.snapshot_key, image) as (seed, seed_token),
-                        ):
-                            sent = await _push_snapshot_of(etcd, url, self._client, seed, seed_token, tls)
+                    async with self._filling_seed(launch, plan.snapshot_key, image) as (seed, seed_token):
+                        sent = await _push_snapshot_of(etcd, url, self._client, seed, seed_token, tls)
         except SnapshotPodFailed as exc:
             raise RestoreFailed(f"the backup does not restore: {exc}") from exc
         except EtcdError as exc:
             raise RestoreFailed(f"replaying the deltas onto {plan.snapshot_key} failed: {exc}") from exc
         finally:
             await store.aclose()
-        return plan.restored(sent.size, sent.sha256, kv_hash)
+        return plan.restored(sent.size, sent.sha256, kv_hash.hash)
 
     @contextlib.asynccontextmanager
     async def _filling_seed(
@@ -314,6 +323,40 @@ class KubeRestorer:
             yield path, token
             await _wait_pod(self._client, path, _succeeded)
         await _mark_restoring(self._client, claim, None)
+
+
+@contextlib.asynccontextmanager
+async def replayed_scratch(
+    client: KubeClient,
+    ref: ClusterRef,
+    spec: ClusterSpec,
+    image: str,
+    tls: TlsFiles | None,
+    snapshot: AsyncIterable[bytes],
+    changes: Sequence[Change],
+    target: int,
+    *,
+    compact_to: int = 0,
+    component: str = pods.COMPONENT_VERIFY,
+) -> AsyncIterator[tuple[EtcdClient, str, KvHash, Received]]:
+    """A scratch pod (a verify pod: one etcd on the cluster's image, serving alone) holding
+    `snapshot` with `changes` replayed onto it up to `target` (supervisor/etcd/replay.py).
+    Yields a client of it, its URL, its HashKV at `target` and what the pod received; the pod
+    is deleted when the block ends (its leases are kept alive until then)."""
+    token = secrets.token_hex(16)
+    owner = await _owner(client, ref)
+    pod = pods.verify_pod(
+        owner, spec, name=_pod_name(ref, "verify"), helper_image=image, token=token, component=component
+    )
+    async with open_snapshot_pod(client, ref, pod) as scratch:
+        path = m.core_path(ref.namespace, "pods", scratch)
+        fetched = await _push(client, path, token, snapshot, tls)
+        ip = await _wait_pod(client, path, _running_ip)
+        async with _scratch_client(ip, tls) as (etcd, url):
+            with trio.fail_after(POD_TIMEOUT):
+                await wait_serving(etcd)
+            async with replaying(etcd, url, changes, target, compact_to=compact_to) as kv_hash:
+                yield etcd, url, kv_hash, fetched
 
 
 @contextlib.asynccontextmanager

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from actors.backup.actor import RETRY, WAKE_EVERY, BackupPorts, backup_child
+from actors.backup.deltas import Change
 from actors.backup.ports import BackupRequests, SnapshotVerifier
 from actors.backup.records import KvHash
 from actors.cluster import ChildFactory, ClusterContext
@@ -82,3 +83,9 @@ class SpecVersionVerifier:
     async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
         verifier: SnapshotVerifier = ScratchVerifier(self._scratch_dir, self.binary())
         return await verifier.restored_hash(snapshot)
+
+    async def replayed_hash(
+        self, snapshot: AsyncIterable[bytes], changes: Sequence[Change], target: int, *, compact_to: int = 0
+    ) -> KvHash:
+        verifier = ScratchVerifier(self._scratch_dir, self.binary())
+        return await verifier.replayed_hash(snapshot, changes, target, compact_to=compact_to)

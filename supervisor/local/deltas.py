@@ -1,5 +1,6 @@
 """Delta backups in local mode (spec.backup.deltaPeriod): the follower child, with the same
-stores and verification as full backups, following history through each cluster's etcd admin."""
+stores and verification as full backups (the etcd of the cluster's version replays the chain in
+a scratch member), following history through each cluster's etcd admin."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 
 from actors.backup.actor import BackupPorts
 from actors.backup.delta_actor import delta_child
+from actors.backup.delta_verify import VERIFY_EVERY
 from actors.backup.deltas import HistorySource
 from actors.cluster import ChildFactory, ClusterContext
 from supervisor.etcd.admin import EtcdAdminAdapter
-from supervisor.local.backups import local_store_opener
+from supervisor.local.backups import SpecVersionVerifier, local_store_opener
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier
+from supervisor.runtime import ChildSpec
 
 
 def local_deltas(
@@ -25,13 +28,20 @@ def local_deltas(
     scratch_dir: Path,
     environ: Mapping[str, str] = os.environ,
     clock: Callable[[], float] = time.time,
+    verify_every: float = VERIFY_EVERY,
 ) -> ChildFactory:
+    open_for = local_store_opener(manifest_dir, environ)
     try:
-        verifier: ScratchVerifier | None = ScratchVerifier(scratch_dir, runtime.etcd_binary)
-    except FileNotFoundError:
-        verifier = None  # local_backups already said so
-    ports = BackupPorts(local_store_opener(manifest_dir, environ), verifier, clock)
-    return delta_child(ports, history_of)
+        ScratchVerifier(scratch_dir, runtime.etcd_binary)
+    except FileNotFoundError:  # local_backups already said so
+        return delta_child(BackupPorts(open_for, None, clock), history_of, verify_every=verify_every)
+
+    def child(context: ClusterContext) -> ChildSpec:
+        verifier = SpecVersionVerifier(runtime, scratch_dir, lambda: context.desired().resource.spec.version)
+        ports = BackupPorts(open_for, verifier, clock)
+        return delta_child(ports, history_of, verify_every=verify_every)(context)
+
+    return child
 
 
 def history_of(context: ClusterContext) -> HistorySource | None:

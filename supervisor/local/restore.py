@@ -23,7 +23,6 @@ from actors.errors import RestoreFailed, StoreError, StoreNotFound
 from actors.model import MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.etcd.errors import EtcdError
-from supervisor.local.point_in_time import replay
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.runtime import leaf_exceptions
@@ -115,7 +114,7 @@ class LocalRestorer:
         self, launch: MemberLaunch, source: RestoreSpec, member_dir: Path
     ) -> Restored:
         """The newest verified snapshot at or below the revision, the deltas replayed onto it up
-        to the revision in a scratch member (supervisor/local/point_in_time.py), as the seed."""
+        to the revision in a scratch member (supervisor/local/scratch.py), as the seed."""
         assert source.store is not None and source.key is not None and source.revision is not None
         snapshot, replayed = member_dir / "restore.db", member_dir / "replayed.db"
         store = self._open_store(source.store)
@@ -129,14 +128,14 @@ class LocalRestorer:
             await store.aclose()
         try:
             verifier = ScratchVerifier(member_dir, self._runtime.etcd_binary)
-            kv_hash = await replay(verifier, snapshot, plan.changes, source.revision, replayed)
+            kv_hash = await verifier.replayed(snapshot, plan.changes, source.revision, out=replayed)
             await self._etcdutl_restore(launch, replayed)
         except (OSError, ValueError, EtcdError) as exc:
             raise RestoreFailed(f"replaying the deltas onto {plan.snapshot_key} failed: {exc}") from exc
         finally:
             snapshot.unlink(missing_ok=True)
             replayed.unlink(missing_ok=True)
-        return plan.restored(size, sha256, kv_hash)
+        return plan.restored(size, sha256, kv_hash.hash)
 
     def _etcdutl(self, version: str) -> Path:
         # The cluster's own version restores its seed (3.4 has no etcdutl: its etcdctl does it).

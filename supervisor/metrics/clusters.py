@@ -43,6 +43,9 @@ EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
     "BackupFailed": ("backup", "failed"),
     "BackupRetrying": ("backup", "retrying"),
     "BackupDeleted": ("backup_retention", "succeeded"),
+    "DeltaBackupVerified": ("delta_verification", "succeeded"),
+    "DeltaVerificationFailed": ("delta_verification", "failed"),
+    "DeltaVerificationSkipped": ("delta_verification", "skipped"),
 }
 
 BACKUP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
