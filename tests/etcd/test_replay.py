@@ -53,7 +53,7 @@ async def test_a_replay_restores_leases_and_keeps_them_alive_until_its_snapshot(
             b"/r/d": 0,
             b"/r/e": recorded,
         }
-        assert kv_hash == (await client.hash_kv(url, target)).hash
+        assert kv_hash.hash == (await client.hash_kv(url, target)).hash and kv_hash.revision == target
         assert await client.lease_granted_ttl(recorded) == SHORT
         assert await client.lease_granted_ttl(gone) == GONE_LEASE_TTL
         assert await client.lease_granted_ttl(unrecorded) is None
