@@ -100,9 +100,8 @@ class DeltaFollower:
             written = self.chunks_written
             try:
                 if self.context.reports.deltas_reach < self.base:
-                    await self._stored_reach(
-                        spec
-                    )  # what a recovery from backup can use, even with no member up
+                    # What a recovery from backup can use, even with no member up.
+                    await self._stored_reach(spec)
                 if self.context.feed.latest is None:
                     await trio.sleep(IDLE_LOOK)
                     continue

@@ -14,9 +14,9 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
     if observed.etcd_members is not None:
         return None
     runtime = observed.runtime
-    if not runtime and observed.had_members:
-        # Every pod and volume is gone: seeding afresh would pass an empty cluster off as this one.
-        return Wait(f"{ALL_DATA_LOST}: no member, pod or volume is left")
+    if all_data_lost(observed):
+        # Seeding afresh would pass an empty cluster off as this one.
+        return Wait(ALL_DATA_LOST if runtime else f"{ALL_DATA_LOST}: no member, pod or volume is left")
     if not runtime:
         return _seed(spec, member_name(observed.cluster, 0))
     # Bring back every member that still has data; quorum returns once a majority runs again.
@@ -33,11 +33,22 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
         return waits[0]
     if any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime):
         return Wait("waiting for members to answer")
-    # Nothing runs and nothing has data. A lone member of a cluster that never had one answer
-    # is an interrupted bootstrap; otherwise the cluster's data is gone.
-    if len(runtime) == 1 and not observed.had_members:
-        return backoff_wait(observed, runtime[0]) or _seed(spec, runtime[0].name)
-    return Wait(ALL_DATA_LOST)
+    # Nothing runs, nothing has data, and the data is not lost: a lone member of a cluster that
+    # never answered, an interrupted bootstrap.
+    return backoff_wait(observed, runtime[0]) or _seed(spec, runtime[0].name)
+
+
+def all_data_lost(observed: Observed) -> bool:
+    """Every member lost its data, for a cluster that had members (a status listed some, or one
+    answered): none left at all (pods and volumes deleted), or members none of which runs or has
+    data. Several such members of a cluster never seen are lost too; a lone one is an
+    interrupted bootstrap."""
+    runtime = observed.runtime
+    if not runtime:
+        return observed.had_members
+    if (len(runtime) < 2 and not observed.had_members) or any(r.has_data for r in runtime):
+        return False
+    return not any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime)
 
 
 def _seed(spec: ClusterSpec, name: str) -> Step:

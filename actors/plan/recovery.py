@@ -21,9 +21,9 @@ from __future__ import annotations
 from attrs import frozen
 
 from actors.actions import Wait
-from actors.model import ClusterSpec, EtcdMember, ProcessState, RecoveryMode, RestoreSpec
+from actors.model import ClusterSpec, EtcdMember, RecoveryMode, RestoreSpec
 from actors.observed import Observed, quorum
-from actors.plan.bootstrap import ALL_DATA_LOST
+from actors.plan.bootstrap import ALL_DATA_LOST, all_data_lost
 from actors.plan.common import next_member_name
 from actors.recovery import RecoverFromBackup, RecoverFromSurvivor
 
@@ -115,7 +115,7 @@ def recover_quorum(
 
 
 def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | Wait | None:
-    if not _all_data_lost(observed):
+    if not all_data_lost(observed):
         return None
     backup = observed.newest_verified_backup
     if backup is None or spec.backup is None or spec.backup.store is None:
@@ -134,15 +134,3 @@ def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | W
         # The deltas the supervisor stored were observed too (its probes may have lagged them).
         revision_seen=max(observed.revision_seen, revision or backup.revision),
     )
-
-
-def _all_data_lost(observed: Observed) -> bool:
-    """The pictures membership_unknown calls "every member lost its data": members, none
-    running, none with data, or none left at all (pods and volumes deleted), of a cluster that
-    had members; or several such members (a lone one is otherwise an interrupted bootstrap)."""
-    runtime = observed.runtime
-    if not runtime:
-        return observed.had_members
-    if (len(runtime) < 2 and not observed.had_members) or any(r.has_data for r in runtime):
-        return False
-    return not any(r.state in (ProcessState.STARTING, ProcessState.RUNNING) for r in runtime)
