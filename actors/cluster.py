@@ -71,7 +71,9 @@ class Timing:
     # A member that just started is probed this often until it serves, for at most
     # eager_window: a pod may take seconds to be scheduled and started, and its status only
     # shows it running up to a kubelet relist later, so the member's own answer comes first.
-    eager_probe_interval: float = 0.1
+    # Every step of a bootstrap waits on such an answer; a probe of a member not serving yet
+    # fails at once (no address yet, or a refused connection), so asking often costs little.
+    eager_probe_interval: float = 0.025
     eager_window: float = 5.0
     call_timeout: float = 5.0  # one etcd or runtime call
     probe_timeout: float = 1.0
@@ -314,6 +316,8 @@ class ClusterActor(Actor[ClusterMessage]):
             self._revisions = self._revisions.record(now, health.revision, window)
         if before is None or before[1] < self._step_done_at <= asked_at:
             return True  # the first answer since the last step: the rollout waits on it
+        if not self._counts(name, before[1]):
+            return True  # the answer before was refused (older than the process): this one counts
         return _picture(before[0]) != _picture(health)
 
     async def on_drained(self) -> None:
@@ -387,9 +391,12 @@ class ClusterActor(Actor[ClusterMessage]):
         return {
             n: h
             for n, (h, at) in self._health.items()
-            if self._answer_age(at, now) <= self._timing.health_ttl
-            and at >= (self._times.started_at(n) or at)
+            if self._answer_age(at, now) <= self._timing.health_ttl and self._counts(n, at)
         }
+
+    def _counts(self, name: str, asked_at: float) -> bool:
+        """Whether an answer asked at `asked_at` is the member's current process speaking."""
+        return asked_at >= (self._times.answers_from(name) or asked_at)
 
     def _answer_age(self, asked_at: float, now: float) -> float:
         """How long the members have been asked about since this answer's question: the time

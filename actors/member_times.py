@@ -29,6 +29,9 @@ class MemberTimes:
     # Restarted by us since the last listing: its silence counts afresh from that listing on,
     # even where the runtime shows no new pid (a pod keeps pid None).
     _restarted_unseen: set[str] = field(factory=set)
+    # When answers from the member's current process begin to count (answers_from).
+    _answers_from: dict[str, float] = field(factory=dict)
+    _listed_at: float | None = None  # the previous listing
 
     def seen(self, runtime: Iterable[RuntimeMember], now: float) -> None:
         """Fold in the runtime's members as listed at `now`."""
@@ -48,13 +51,35 @@ class MemberTimes:
             if started or r.name in self._restarted_unseen:
                 self._up_since[r.name] = now  # silence counts from here
                 self._down_since.pop(r.name, None)
+                self._answers_from[r.name] = self._first_answer_time(before, r.name, now)
         self._restarted_unseen.clear()
+        self._listed_at = now
         for gone in set(self._seen) - names:
             self._forget(gone)
 
     def started_at(self, name: str) -> float | None:
         """When the member was last seen (re)starting; None while it is stopped or unknown."""
         return self._up_since.get(name)
+
+    def answers_from(self, name: str) -> float | None:
+        """From when on a probe's answer comes from the member's current process (asked at or
+        after it); None while the member is stopped or unknown."""
+        return self._answers_from.get(name) if name in self._up_since else None
+
+    def _first_answer_time(
+        self, before: tuple[ProcessState, int | None] | None, name: str, now: float
+    ) -> float:
+        # A member without a process at the previous listing (no pod, perhaps no volume)
+        # started after it, so answers asked since then are its own. Its first answer often
+        # comes in while the listing that first shows it is still under way (a learner in a
+        # pod made ahead serves within 0.1 s); refusing that answer leaves the next step
+        # waiting for the pod's next change, up to a kubelet relist later. After a restart (a
+        # new pid, or one of ours) or a stop (a pod being deleted still runs), the old
+        # process may have answered until the new one was seen: those count from now.
+        absent = before is None or before[0] is ProcessState.ABSENT
+        if absent and name not in self._restarted_unseen and self._listed_at is not None:
+            return self._listed_at
+        return now
 
     def answered(self, name: str, now: float) -> None:
         self._answered_at[name] = now
@@ -84,7 +109,14 @@ class MemberTimes:
         return frozenset(self._restarted_silent)
 
     def _forget(self, name: str) -> None:
-        for table in (self._seen, self._up_since, self._down_since, self._answered_at, self._first_seen):
+        for table in (
+            self._seen,
+            self._up_since,
+            self._down_since,
+            self._answered_at,
+            self._first_seen,
+            self._answers_from,
+        ):
             table.pop(name, None)
         self._restarted_silent.discard(name)
         self._restarted_unseen.discard(name)

@@ -57,4 +57,21 @@ async def test_a_just_started_member_is_probed_eagerly_so_bootstrap_does_not_wai
     # next step follows at once: about 3 x 0.3 s. Waiting for health ticks instead, each stage
     # would take a whole tick.
     assert formed < 3 * (world.answers_after + TIMING.eager_probe_interval) + 0.01, formed
-    assert [round(t, 6) for t in world.started_at.values()] == [0.0, 0.3, 0.6]
+    starts = sorted(world.started_at.values())
+    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    assert len(starts) == 3 and starts[0] == 0.0
+    assert all(
+        world.answers_after <= g <= world.answers_after + TIMING.eager_probe_interval + 1e-9 for g in gaps
+    ), starts
+
+
+async def test_a_learner_answering_while_the_runtime_is_being_listed_is_promoted_without_waiting_for_a_tick(
+    autojump_clock,
+):
+    # Listing pods takes the API server a while, and a learner in a pod made ahead answers at
+    # once: its first answer, asked while the listing that first shows it runs, is its own.
+    # Refused, each learner would wait for the next health tick (1 s) to be asked again.
+    world = MemoryWorld(list_delay=0.05)
+    await run_fleet(world, size=3, seconds=10)
+    formed = next(t for t, s in world.statuses if s.phase.value == "Running" and s.ready_replicas == 3)
+    assert formed < TIMING.tick, formed

@@ -35,6 +35,7 @@ class MemoryWorld:
 
     refuse_adds: int = 0
     answers_after: float = 0.0  # a started member serves only this long after its start
+    list_delay: float = 0.0  # a listing of the runtime takes this long (an API server's lists)
     hung: set = attrs.field(factory=set)  # members that run but answer nothing
     stops: list = attrs.field(factory=list)
     started_at: dict[str, float] = attrs.field(factory=dict)
@@ -51,10 +52,15 @@ class MemoryWorld:
     # MemberRuntime
     async def list_members(self, cluster):
         self.calls["list_members"] += 1
+        listed = list(self.runtime.values())
+        if self.list_delay:
+            # Only when asked for: a checkpoint here reorders, on the autojump clock, a tick's
+            # probes and a step due at the same virtual instant, which real clocks never tie.
+            await trio.sleep(self.list_delay)
         if self.crash_observations:
             self.crash_observations -= 1
             raise RuntimeError("injected crash in the cluster actor")
-        return list(self.runtime.values())
+        return listed
 
     async def allocate_member(self, cluster, name, spec):
         urls = MemberUrls(f"peer://{name}", f"client://{name}")

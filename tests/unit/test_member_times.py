@@ -3,7 +3,7 @@
 import attrs
 
 from actors.member_times import MemberTimes
-from tests.unit.facts import EXITED, RUNNING, STARTING, rt
+from tests.unit.facts import ABSENT, EXITED, RUNNING, STARTING, rt
 
 
 def test_silence_counts_from_the_last_answer_or_the_last_start():
@@ -48,3 +48,33 @@ def test_starting_turning_running_is_the_same_process_not_a_restart():
     times.seen([rt(0, EXITED)], now=3.0)
     times.seen([rt(0, STARTING)], now=4.0)
     assert times.started_at("demo-0") == 4.0
+
+
+def test_a_member_new_since_the_last_listing_has_its_answers_counted_from_that_listing():
+    # Its first answer may come in before the listing that first shows it (a learner in a pod
+    # made ahead answers at once); it started after the listing before, so that answer is its own.
+    times = MemberTimes()
+    times.seen([rt(0)], now=10.0)
+    assert times.answers_from("demo-0") == 10.0  # the first listing of all: nothing before it
+    times.seen([rt(0), rt(1, STARTING)], now=12.0)
+    assert times.answers_from("demo-1") == 10.0
+    assert times.started_at("demo-1") == 12.0  # silence still counts from when it was seen
+    # Listed before with a volume but no process (a learner just added): the same.
+    times.seen([rt(0), rt(1, STARTING), rt(2, ABSENT)], now=14.0)
+    assert times.answers_from("demo-2") is None
+    times.seen([rt(0), rt(1, STARTING), rt(2, STARTING)], now=16.0)
+    assert times.answers_from("demo-2") == 14.0
+
+
+def test_a_restarted_member_counts_answers_only_from_the_listing_that_shows_it_again():
+    times = MemberTimes()
+    times.seen([rt(0), rt(1)], now=10.0)
+    times.seen([rt(0), rt(1, EXITED)], now=12.0)
+    assert times.answers_from("demo-1") is None  # stopped: no answer is its current process
+    times.seen([rt(0), rt(1, STARTING)], now=14.0)  # its old process may have answered until now
+    assert times.answers_from("demo-1") == 14.0
+    times.seen([rt(0), attrs.evolve(rt(1), pid=999)], now=16.0)  # a new pid: the same rule
+    assert times.answers_from("demo-1") == 16.0
+    times.seen([rt(0)], now=18.0)  # gone, then back (new pod and volume): since the listing before
+    times.seen([rt(0), rt(1, STARTING)], now=20.0)
+    assert times.answers_from("demo-1") == 18.0
