@@ -1,5 +1,7 @@
 """The cluster actor's timing, on trio's autojump clock with in-memory ports (tests/actors/world.py)."""
 
+import itertools
+
 import pytest
 import trio
 import trio.testing
@@ -58,7 +60,7 @@ async def test_a_just_started_member_is_probed_eagerly_so_bootstrap_does_not_wai
     # would take a whole tick.
     assert formed < 3 * (world.answers_after + TIMING.eager_probe_interval) + 0.01, formed
     starts = sorted(world.started_at.values())
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert len(starts) == 3 and starts[0] == 0.0
     assert all(
         world.answers_after <= g <= world.answers_after + TIMING.eager_probe_interval + 1e-9 for g in gaps
