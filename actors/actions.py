@@ -288,7 +288,7 @@ class EnableDowngrade(Action):
 
 @frozen
 class AddLearner(Action):
-    """Reserve addresses for a new member, then add it to etcd as a learner (started next)."""
+    """Reserve addresses for a new member, add it to etcd as a learner, and start it."""
 
     name: str
     event_reason: ClassVar[str] = "LearnerAdded"
@@ -304,9 +304,14 @@ class AddLearner(Action):
             # removes the learner that has no runtime member.
             await ctx.runtime.delete_member(cluster, self.name)
             raise
+        # Started in the same step: what it starts with follows from what this step did, and a
+        # fresh look first would cost a bootstrap a round of listings per member. A start that
+        # fails leaves a learner not started, which the learner planner starts again.
+        joining = ctx.observed.initial_cluster(self.name, urls.peer_url)
+        await ctx.runtime.start_member(MemberLaunch(cluster, self.name, urls, joining, "existing", ctx.spec))
 
     def describe(self) -> str:
-        return f"added learner {self.name}"
+        return f"added learner {self.name} and started it"
 
     def progress(self) -> str:
         return f"adding member {self.name}"

@@ -141,6 +141,24 @@ class Observed:
         r = self.runtime_for(member)
         return r.name if r else ""
 
+    def initial_cluster(self, joining: str, peer_url: str | None = None) -> tuple[tuple[str, str], ...]:
+        """etcd's name=peerURL list for `joining` starting into the existing cluster.
+
+        Every member is listed, the joining one included; a learner added but not yet started
+        has no name in etcd's list, so names come from the runtime records. `peer_url` names
+        the joining member's address where neither knows it yet (a learner being added)."""
+        pairs = []
+        for m in self.members:
+            name = self.name_of(m)
+            if name and m.peer_urls:
+                pairs.append((name, m.peer_urls[0]))
+        if joining not in {n for n, _ in pairs}:
+            r = self.runtime_by_name().get(joining)
+            url = r.urls.peer_url if r is not None else peer_url
+            if url is not None:
+                pairs.append((joining, url))
+        return tuple(sorted(pairs))
+
     def display_name(self, member: EtcdMember) -> str:
         return self.name_of(member) or f"{member.id:x}"
 

@@ -16,21 +16,8 @@ def next_member_name(observed: Observed) -> str:
 
 
 def initial_cluster(observed: Observed, joining: str) -> tuple[tuple[str, str], ...]:
-    """etcd's name=peerURL list for a member starting into the existing cluster.
-
-    Every member is listed, the joining one included; a learner added but not yet started
-    has no name in etcd's list, so names come from the runtime records.
-    """
-    pairs = []
-    for m in observed.members:
-        name = observed.name_of(m)
-        if name and m.peer_urls:
-            pairs.append((name, m.peer_urls[0]))
-    if joining not in {n for n, _ in pairs}:
-        r = observed.runtime_by_name().get(joining)
-        if r is not None:
-            pairs.append((joining, r.urls.peer_url))
-    return tuple(sorted(pairs))
+    """etcd's name=peerURL list for a member starting into the existing cluster."""
+    return observed.initial_cluster(joining)
 
 
 def ordinal_of(observed: Observed, member: EtcdMember) -> int:

@@ -61,4 +61,3 @@ class ClusterVersionReader:
             body = json.load(response)
         found = body.get("etcdcluster") if isinstance(body, dict) else None
         return found if isinstance(found, str) and found != "not_decided" else ""
-

@@ -47,6 +47,7 @@ from supervisor.kube.watch import (
     run_watchers,
     watchers_for,
 )
+from supervisor.runtime import leaf_exceptions
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,23 @@ def _refusals_fail_the_step(
             raise  # the API server is away: the supervisor's restart with backoff waits for it
         except KubeError as exc:
             raise RuntimeRefused(str(exc)) from exc
+        except BaseExceptionGroup as group:  # calls made side by side
+            refusal = _refusal_in(group)
+            if refusal is None:
+                raise
+            raise refusal from group
 
     return refusals_as_failures
+
+
+def _refusal_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """What a group of API errors from calls made side by side amounts to: the API server
+    unreachable if any call found it so, else a refusal; None if anything else failed."""
+    leaves = leaf_exceptions(group)
+    if not all(isinstance(leaf, KubeError) for leaf in leaves):
+        return None
+    away = [leaf for leaf in leaves if isinstance(leaf, KubeUnavailable)]
+    return away[0] if away else RuntimeRefused("; ".join(str(leaf) for leaf in leaves))
 
 
 class ClusterGone(Exception):
@@ -348,13 +364,20 @@ class KubeRuntime:
         # object says what the user asked for, which this cluster does not run.
         owner, _, obj = await self._read_cluster(cluster)
         await self._ensure_finalizer(cluster, obj)
-        await self._ensure_cluster_objects(owner, spec)
         urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self._cluster_domain)
         # The claim is the member's record from here on: list_members must show a member the
         # moment etcd may hear of it, or the cluster actor would take the new learner for one
         # whose data is gone and remove it again.
-        await self._ensure_claim(owner, spec, name, urls)
+        await self._ensure_objects_and_claim(owner, spec, name, urls)
         return urls
+
+    async def _ensure_objects_and_claim(
+        self, owner: m.Owner, spec: ClusterSpec, name: str, urls: MemberUrls
+    ) -> None:
+        # Side by side: neither needs the other, and a bootstrap waits on both before its pod.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._ensure_cluster_objects, owner, spec)
+            nursery.start_soon(self._ensure_claim, owner, spec, name, urls)
 
     async def _ensure_claim(self, owner: m.Owner, spec: ClusterSpec, name: str, urls: MemberUrls) -> None:
         ns = owner.ref.namespace
@@ -378,8 +401,7 @@ class KubeRuntime:
         ref, ns = launch.cluster, launch.cluster.namespace
         owner, _, obj = await self._read_cluster(ref)
         await self._ensure_finalizer(ref, obj)
-        await self._ensure_cluster_objects(owner, launch.spec)
-        await self._ensure_claim(owner, launch.spec, launch.name, launch.urls)
+        await self._ensure_objects_and_claim(owner, launch.spec, launch.name, launch.urls)
 
         # Create first: a new member's pod does not exist yet, and that is the path bootstrap and
         # scale-up wait on. Only a conflict needs a look at the pod that is there.

@@ -387,3 +387,18 @@ async def test_a_start_the_api_server_refuses_fails_the_step_instead_of_crashing
             await runtime.start_member(launch_for(ref, "alpha-0", urls, spec))
         assert isinstance(refused.value, StepFailed)
         assert "403" in str(refused.value) and "being terminated" in str(refused.value)
+
+
+async def test_refusals_of_calls_made_side_by_side_fail_the_step_too(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """The Services, budget, Secret and claim a first member needs are made side by side; the
+    API server refusing them is one failed step, not an exception group that crashes the actor."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "alpha")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "alpha")
+        await admin.delete(f"/api/v1/namespaces/{ns}")  # stays Terminating: nothing new is taken
+        with pytest.raises(RuntimeRefused) as refused:
+            await KubeRuntime(op).allocate_member(ref, "alpha-0", ClusterSpec(size=1))
+        assert "403" in str(refused.value) and "being terminated" in str(refused.value)

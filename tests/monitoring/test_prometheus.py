@@ -69,7 +69,7 @@ def check_logs(path: Path) -> None:
         e for e in from_actors if e.get("cluster") != "default/demo"
     ][:3]
     audit = [e for e in lines if e.get("event") == "audit"]
-    assert sum(e["message"].endswith("added learner demo-1") for e in audit) == 1
+    assert sum(e["message"].endswith("added learner demo-1 and started it") for e in audit) == 1
     assert {"default/demo"} == {e["cluster"] for e in audit}
     changes = [i for i, e in enumerate(lines) if e.get("event") == "log-level"]
     assert [lines[i]["message"].split(" (")[0] for i in changes] == [
