@@ -330,15 +330,6 @@ class ClusterActor(Actor[ClusterMessage]):
         spec = desired.resource.spec
         observed = attrs.evolve(await self._observe(), desired=self._ports.runtime.member_config(spec))
         step = plan(spec, observed, self._planners)
-        import logging as _lg
-
-        _lg.getLogger("TLPLAN").info(
-            "%s step=%s runtime=%s health=%s",
-            self.ref,
-            str(step)[:70],
-            [(r.name, r.state.name) for r in observed.runtime],
-            sorted(observed.health),
-        )
         await self._publish(desired, observed, step)
         self._feed.publish(observed)
         await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))

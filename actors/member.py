@@ -84,11 +84,7 @@ class MemberActor(Actor[Probe]):
     async def _probe(self) -> MemberHealth | None:
         with trio.move_on_after(self._probe_timeout):
             try:
-                h = await self._admin.member_health(self._client_url)
-                import logging
-
-                logging.getLogger("TLPROBE").info("probe %s ok applied=%s", self._name, h.raft_applied_index)
-                return h
+                return await self._admin.member_health(self._client_url)
             except EtcdError:
                 pass  # down or unreachable: that is the observation
         return None
