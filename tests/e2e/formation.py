@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import yaml
 
 from supervisor.kube import manifests as m
@@ -125,6 +128,57 @@ def time_static_pods(cluster: Cluster, namespace: str) -> float:
             "3 static etcd pods Ready", lambda lines: all_ready(lines, STATIC_NAMES), 120
         )
     return all_ready_at - start
+
+
+@attrs.frozen
+class StaticTimes:
+    ready: float  # apply -> all three pods Ready (their probe: etcd up, no leader needed)
+    serving: float  # apply -> all three answer etcd's linearizable /health (a leader, a quorum read)
+
+
+def time_static_cluster(cluster: Cluster, namespace: str) -> StaticTimes:
+    """Apply the three static pods; seconds until all are Ready, and until the three form a
+    cluster that serves: each answers /health, which needs a leader and a quorum read, the
+    state an EtcdCluster's Running stands for (its members answer with a leader). The second
+    is asked of each pod's address every 10 ms from when the API server shows it."""
+    line = "{.metadata.name} {.status.podIP} {.status.conditions[?(@.type=='Ready')].status}{'\\n'}"
+    ready = KubectlWatch(cluster.kubeconfig, ["pods", "-n", namespace, "-l", "app=static"], line)
+    with ready:
+        start = time.monotonic()
+        serving: list[float] = []
+        poller = threading.Thread(target=lambda: serving.append(_until_all_serve(ready, start)), daemon=True)
+        cluster.apply(static_members(namespace, cluster.etcd_version, STATIC_NAMES))
+        poller.start()
+        all_ready_at = ready.until(
+            "3 static etcd pods Ready", lambda lines: all_ready(_without_ips(lines), STATIC_NAMES), 120
+        )
+        poller.join(120)
+    assert serving, "the static pods did not all answer /health within 120s"
+    return StaticTimes(ready=all_ready_at - start, serving=serving[0] - start)
+
+
+def _without_ips(lines: list[str]) -> list[str]:
+    return [f"{name} {rest.partition(' ')[2]}" for name, _, rest in (ln.partition(" ") for ln in lines)]
+
+
+def _until_all_serve(watch: KubectlWatch, start: float, timeout: float = 120) -> float:
+    """When the last static pod first answered /health, polling each address the watch shows."""
+    served: dict[str, float] = {}
+    while len(served) < len(STATIC_NAMES) and time.monotonic() - start < timeout:
+        ips = {name: ip for name, ip, *_ in (ln.split(" ") for ln in watch.lines) if ip}
+        for name, ip in ips.items():
+            if name not in served and _etcd_healthy(ip):
+                served[name] = time.monotonic()
+        time.sleep(0.01)
+    return max(served.values()) if len(served) == len(STATIC_NAMES) else float("inf")
+
+
+def _etcd_healthy(ip: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{ip}:2381/health", timeout=0.5) as resp:
+            return bool(json.load(resp).get("health") == "true")
+    except (OSError, ValueError):
+        return False
 
 
 def all_ready(lines: list[str], names: list[str]) -> bool:
