@@ -87,6 +87,7 @@ class BackupActor(Actor[Wake]):
         self._rng = random.Random()
 
     async def handle(self, msg: Wake) -> None:
+        await self._start_schedule()
         if self._context.feed.latest is None:  # the cluster actor has not looked yet
             return
         if not await self._next_request():
@@ -181,7 +182,7 @@ class BackupActor(Actor[Wake]):
         if spec is None or spec.schedule is None or spec.store is None:
             return
         now = self._ports.clock()
-        if self._since is None:
+        if self._since is None:  # the schedule was set after the actor started
             self._since = await self._look_back(spec.store) or now
         if trio.current_time() < self._retry_at or not due(spec.schedule, utc(self._since), utc(now)):
             return
@@ -244,6 +245,14 @@ class BackupActor(Actor[Wake]):
         return [
             BackupRecord(o.key, taken_at(o.key, o.modified), await _verified(store, o.key)) for o in snapshots
         ]
+
+    async def _start_schedule(self) -> None:
+        """Where the schedule counts from: the newest backup in the store, else this actor's
+        start; not the cluster's first look, which may come many seconds later (a slot that
+        falls in between would be missed)."""
+        spec = self._context.desired().resource.spec.backup
+        if self._since is None and spec is not None and spec.schedule is not None and spec.store is not None:
+            self._since = await self._look_back(spec.store) or self._ports.clock()
 
     async def _look_back(self, store_spec: StoreSpec) -> float | None:
         """When the newest backup in the store was taken; and, when this actor knows of no

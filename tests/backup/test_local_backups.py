@@ -18,7 +18,7 @@ from supervisor.local.backups import SpecVersionVerifier, local_backups
 from supervisor.local.runtime import open_local_runtime
 from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.stores import open_store
-from tests.backup.clock import fast_clock
+from tests.backup.clock import SteppedClock, fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
 from tests.harness.etcd import EtcdBinaries, running_cluster
 from tests.harness.etcd_versions import cache_dir, pinned
@@ -104,6 +104,30 @@ async def test_scheduled_backups_are_verified_kept_by_retention_and_reported(tmp
         key, newest_meta["revision"], newest_meta["sizeBytes"], True, newest_meta["completionTime"]
     )
     assert "BackupSucceeded" not in sup.recorder.reasons(demo.ref)
+
+
+async def test_a_slot_that_comes_before_the_clusters_first_look_is_not_missed(tmp_path):
+    # The schedule counts from the backup actor's start, not from its first wake after the
+    # cluster actor looked: a slot that comes in between (here: the clock steps a minute as
+    # soon as the cluster serves, before the actor's next wake) is taken at that next wake.
+    demo = backed_up(tmp_path, tmp_path / "backups")
+    clock = SteppedClock()
+
+    def children(runtime):
+        return [
+            local_backups(
+                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", clock=clock, wake_every=8
+            )
+        ]
+
+    async with open_local_supervisor(tmp_path / "state", children=children) as sup:
+        await sup.fleet.apply([demo])
+        await sup.wait_healthy(demo.ref, 3)
+        clock.next_minute()
+        status = await sup.wait_for(
+            demo.ref, lambda s: s.backup.last_successful_backup is not None, timeout=60
+        )
+    assert status.backup.last_schedule_time == clock.now
 
 
 def children_with(tmp_path, clock, *, environ=None, wrap_store=None):
