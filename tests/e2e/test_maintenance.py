@@ -20,9 +20,13 @@ MiB = 1 << 20
 STEP = re.compile(r": (DefragMember\(name='([^']+)'|MoveLeaderToDefrag\()")
 
 
-def db_sizes(cluster: Cluster, namespace: str, name: str) -> dict[str, int]:
+def members_status(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
     status = cluster.get_json("etcdcluster", name, namespace=namespace).get("status") or {}
-    return {mem["name"]: int(mem.get("dbSize") or 0) for mem in status.get("members") or []}
+    return list(status.get("members") or [])
+
+
+def db_sizes(cluster: Cluster, namespace: str, name: str) -> dict[str, int]:
+    return {mem["name"]: int(mem.get("dbSize") or 0) for mem in members_status(cluster, namespace, name)}
 
 
 def leader_of(cluster: Cluster, namespace: str, name: str) -> str:
@@ -53,19 +57,21 @@ def test_fragmented_members_are_defragmented_one_at_a_time_the_leader_last(
         ctl("put", "bloat", value="x" * MiB)
     revision: Any = json.loads(ctl("get", "bloat", "-w", "json"))["header"]["revision"]
     ctl("compact", str(revision), "--physical")
-    # bbolt frees the compacted pages for good only at a later write's commit (until then they
-    # count as in use): a live cluster writes on; this one is told to.
-    for i in range(3):
-        ctl("put", "after-compaction", str(i))
-    bloated = wait_for(
-        "every member's database size in the status",
-        lambda: (
-            (s := db_sizes(e2e_cluster, e2e_namespace, "frag"))
-            and all(v > 16 * MiB for v in s.values())
-            and s
-        ),
-        60,
-    )
+    # bbolt frees the compacted pages for good only at the commit of a write begun after every
+    # reader older than the compaction ended (until then they count as in use), and each member
+    # compacts on its own time: a live cluster writes on; this one is told to, until every
+    # member's status shows most of its file free.
+    writes = iter(range(1_000))
+
+    def fragmented_everywhere() -> dict[str, int] | None:
+        ctl("put", "after-compaction", str(next(writes)))
+        members = members_status(e2e_cluster, e2e_namespace, "frag")
+        sizes = {mem["name"]: int(mem.get("dbSize") or 0) for mem in members}
+        in_use = [int(mem.get("dbSizeInUse") or 0) for mem in members]
+        fragmented = all(v > 16 * MiB for v in sizes.values()) and all(u < 8 * MiB for u in in_use)
+        return sizes if members and fragmented else None
+
+    bloated = wait_for("every member's database mostly free in the status", fragmented_everywhere, 60)
     leader = leader_of(e2e_cluster, e2e_namespace, "frag")
 
     defrag = {"spec": {"maintenance": {"defrag": {"fragmentationRatio": 0.5, "minReclaim": "8Mi"}}}}
