@@ -3,7 +3,10 @@
 //
 // Usage: START_TOKEN=... start-gate [--port 2391] [--within 300s] -- /usr/local/bin/etcd FLAGS...
 //
-//	start-gate --copy-to PATH   (an init container of the operator's image puts it in the pod)
+//	start-gate --copy-to PATH   (the warm pod's first container puts it in the pod, as its
+//	                            postStart hook: the kubelet starts etcd's container only after)
+//	start-gate --hold           (that first container's own process: it waits to be stopped,
+//	                            so the pod stays Ready)
 //
 // The operator connects to the port and sends the token and a newline; the gate answers "ok",
 // closes its listener and execs the command with the environment minus START_TOKEN. A wrong
@@ -19,6 +22,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -30,9 +34,14 @@ func main() {
 	port := flag.Int("port", 2391, "TCP port to listen on")
 	within := flag.Duration("within", 300*time.Second, "exit 1 when not opened within this long")
 	copyTo := flag.String("copy-to", "", "copy this program to the path given, and exit")
+	hold := flag.Bool("hold", false, "do nothing until stopped (SIGTERM or SIGINT), then exit 0")
 	flag.Parse()
 	if *copyTo != "" {
 		copySelf(*copyTo)
+		return
+	}
+	if *hold {
+		holdUntilStopped()
 		return
 	}
 	command, token := flag.Args(), os.Getenv(tokenVariable)
@@ -90,6 +99,15 @@ func copySelf(to string) {
 	if err := os.WriteFile(to, data, 0o755); err != nil {
 		fail(2, "copy: %v", err)
 	}
+}
+
+// holdUntilStopped returns on SIGTERM or SIGINT. Asked for explicitly: as a container's first
+// process (PID 1) a signal nobody handles is ignored, and the pod would take its whole grace
+// period to go.
+func holdUntilStopped() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
 }
 
 func environmentWithout(name string) []string {

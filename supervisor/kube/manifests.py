@@ -52,6 +52,8 @@ ANNOTATION_CONFIG = "etcd.io/member-config"
 # On a seed's claim while a backup is restored into it (supervisor/kube/snapshots.py): its data
 # is not there until the mark is gone, even if the operator died half-way.
 ANNOTATION_RESTORING = "etcd.io/restoring"
+# Kubernetes' own: the container kubectl exec and logs pick when none is named.
+ANNOTATION_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 
 # Held on the EtcdCluster until the member volumes are dealt with per the reclaim policy.
 FINALIZER = "etcd.io/member-volumes"
@@ -550,6 +552,22 @@ def member_pod(
         "metadata": _metadata(owner, launch.name, member_labels(ref, launch.name), annotations),
         "spec": pod_spec,
     }
+
+
+def etcd_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The kubelet's report on a member pod's etcd container; {} before it has one."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == "etcd":
+            return status  # type: ignore[no-any-return]
+    return {}
+
+
+def etcd_finished(pod: Mapping[str, Any]) -> bool:
+    """Whether a member pod's etcd has exited for good (restartPolicy Never). The pod's phase
+    alone does not say so when another container still runs (a warm pod's, the debug one)."""
+    if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+        return True
+    return "terminated" in (etcd_container_status(pod).get("state") or {})
 
 
 # --- API paths -----------------------------------------------------------------------------------

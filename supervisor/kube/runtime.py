@@ -116,13 +116,6 @@ def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _etcd_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == "etcd":
-            return status  # type: ignore[no-any-return]
-    return {}
-
-
 def _is_ready(pod: Mapping[str, Any]) -> bool:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
@@ -136,9 +129,9 @@ def pod_state(pod: Mapping[str, Any] | None) -> ProcessState:
         return ProcessState.ABSENT
     if _meta(pod).get("deletionTimestamp"):
         return ProcessState.EXITED  # stopping; its data stays
-    phase = (pod.get("status") or {}).get("phase", "Pending")
-    if phase in ("Failed", "Succeeded"):
+    if m.etcd_finished(pod):
         return ProcessState.EXITED
+    phase = (pod.get("status") or {}).get("phase", "Pending")
     if phase == "Running" and _is_ready(pod):
         return ProcessState.RUNNING
     return ProcessState.STARTING
@@ -147,7 +140,7 @@ def pod_state(pod: Mapping[str, Any] | None) -> ProcessState:
 def pod_exit_code(pod: Mapping[str, Any] | None) -> int | None:
     if pod is None:
         return None
-    terminated = (_etcd_container_status(pod).get("state") or {}).get("terminated") or {}
+    terminated = (m.etcd_container_status(pod).get("state") or {}).get("terminated") or {}
     code = terminated.get("exitCode")
     return int(code) if code is not None else None
 
@@ -170,7 +163,7 @@ def start_failure(pod: Mapping[str, Any] | None) -> str:
     """Why the etcd container cannot start ("ImagePullBackOff: ..."); "" when nothing stops it."""
     if pod is None:
         return ""
-    waiting = (_etcd_container_status(pod).get("state") or {}).get("waiting") or {}
+    waiting = (m.etcd_container_status(pod).get("state") or {}).get("waiting") or {}
     reason = str(waiting.get("reason") or "")
     if reason not in START_FAILURES:
         return ""
@@ -185,7 +178,7 @@ def pod_last_error(pod: Mapping[str, Any] | None) -> str:
         return ""
     if failure := start_failure(pod):
         return failure
-    terminated = (_etcd_container_status(pod).get("state") or {}).get("terminated") or {}
+    terminated = (m.etcd_container_status(pod).get("state") or {}).get("terminated") or {}
     lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else str(terminated.get("reason") or "")
 
@@ -209,9 +202,9 @@ def pod_failures(pod: Mapping[str, Any] | None) -> int:
 
 def failures_after(old_pod: Mapping[str, Any]) -> int:
     """The crash count for the pod that replaces `old_pod` (which has finished)."""
-    if (old_pod.get("status") or {}).get("phase") == "Succeeded":
+    terminated = (m.etcd_container_status(old_pod).get("state") or {}).get("terminated") or {}
+    if (old_pod.get("status") or {}).get("phase") == "Succeeded" or terminated.get("exitCode") == 0:
         return 0  # a clean exit is no failure
-    terminated = (_etcd_container_status(old_pod).get("state") or {}).get("terminated") or {}
     if int(terminated.get("exitCode") or 0) > KILLED_BY_SIGNAL:
         return pod_failures(old_pod)
     started, finished = _parse_time(terminated.get("startedAt")), _parse_time(terminated.get("finishedAt"))
@@ -224,7 +217,7 @@ def consecutive_failures(pod: Mapping[str, Any] | None) -> int:
     """Exits since the member last ran healthily, as its current pod tells."""
     if pod is None:
         return 0
-    if (pod.get("status") or {}).get("phase") == "Failed":
+    if m.etcd_finished(pod):
         return failures_after(pod)
     if pod_state(pod) is ProcessState.RUNNING:
         return 0
@@ -419,8 +412,7 @@ class KubeRuntime:
             pod = None
         failures = 0
         if pod is not None:
-            phase = (pod.get("status") or {}).get("phase")
-            if not _meta(pod).get("deletionTimestamp") and phase not in ("Failed", "Succeeded"):
+            if not _meta(pod).get("deletionTimestamp") and not m.etcd_finished(pod):
                 return  # already starting or running
             if not _meta(pod).get("deletionTimestamp"):
                 failures = failures_after(pod)
@@ -506,7 +498,7 @@ class KubeRuntime:
                 gate = warm.gate_of(pod)
                 if gate is not None:
                     return gate
-                if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded"):
+                if m.etcd_finished(pod):
                     return None
                 await trio.sleep(min(self._poll, 0.1))
                 found = await self._client.get_or_none(path)

@@ -4,8 +4,8 @@ Staged bootstrap and scale-up start members one after another, and each new pod 
 second on the node (volumes, sandbox, network, the first status report) before its etcd runs.
 So while member k starts, the runtime already makes the pods the members after it will need
 (warm pods): the member's own pod, except that its etcd container runs `start-gate` in front of
-etcd (start_gate.py says how; an init container of the operator's image copies the program into
-the pod). When the cluster actor adds a member and starts it, the runtime adopts the warm claim
+etcd (start_gate.py says how), and a first container of the operator's image puts the program in
+place. When the cluster actor adds a member and starts it, the runtime adopts the warm claim
 and pod (relabels them as the member's) and opens the gate, if the pod was made for exactly that
 launch; otherwise it deletes the warm pod and makes the member's as usual.
 
@@ -35,7 +35,12 @@ COMPONENT_WARM = "warm-member"
 LABEL_WARM = "etcd.io/warm-member"  # the member the warm pod or claim was made for
 # A digest of the member pod the warm pod stands for (warm_digest): adopted only for that launch.
 ANNOTATION_WARM_FOR = "etcd.io/warm-for"
-GATE_CONTAINER = "start-gate"  # the init container that puts the program in place
+# The first container: its postStart hook copies start-gate into the pod and its process then
+# waits to be stopped. Why not an init container: the kubelet starts a pod's containers one after
+# another in one pass, each after the postStart hook of the one before, but it starts what comes
+# after an init container only once its next look at the node's containers (once a second) sees
+# the init container finished. That second fell on the path of about half the bootstraps.
+GATE_CONTAINER = "start-gate"
 GATE_DIR = "/start-gate"
 TOKEN_ENV = "START_TOKEN"
 GATE_WITHIN = 300  # seconds a warm pod waits for its member before it fails
@@ -117,9 +122,11 @@ def warm_pod(owner: m.Owner, member_pod: Obj, *, helper_image: str, token: str) 
     pod["metadata"]["labels"] = _warm_labels(owner.ref, name)
     pod["metadata"]["annotations"][ANNOTATION_WARM_FOR] = member_pod_digest(member_pod)
     spec = pod["spec"]
+    # kubectl exec and logs go to etcd, not to the first container, unless told otherwise.
+    pod["metadata"]["annotations"][m.ANNOTATION_DEFAULT_CONTAINER] = "etcd"
     spec["volumes"] = [*spec["volumes"], {"name": "start-gate", "emptyDir": {}}]
     mount = {"name": "start-gate", "mountPath": GATE_DIR, "readOnly": True}
-    spec["initContainers"] = [_copy_container(helper_image), *spec.get("initContainers", [])]
+    spec["containers"] = [_gate_container(helper_image), *spec["containers"]]
     etcd = _etcd(pod)
     gate = [f"{GATE_DIR}/start-gate", f"--port={GATE_PORT}", f"--within={GATE_WITHIN}s", "--"]
     etcd["command"] = [*gate, *etcd["command"]]
@@ -132,16 +139,19 @@ def _etcd(pod: Mapping[str, Any]) -> Obj:
     return next(c for c in pod["spec"]["containers"] if c["name"] == "etcd")
 
 
-def _copy_container(helper_image: str) -> Obj:
+def _gate_container(helper_image: str) -> Obj:
+    # The program copies itself (no interpreter to start on this path), and then idles: a
+    # container that exits would leave a pod that restarts nothing never Ready.
+    copy = ["start-gate", f"--copy-to={GATE_DIR}/start-gate"]
     return {
         "name": GATE_CONTAINER,
         "image": helper_image,
-        # The program copies itself: no interpreter to start on this path.
-        "command": ["start-gate", f"--copy-to={GATE_DIR}/start-gate"],
+        "command": ["start-gate", "--hold"],
+        "lifecycle": {"postStart": {"exec": {"command": copy}}},
         "volumeMounts": [{"name": "start-gate", "mountPath": GATE_DIR}],
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": m.operator_image_security(),
-        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}},
     }
 
 
@@ -154,9 +164,7 @@ def gate_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     ip = status.get("podIP")
     env = _etcd(pod).get("env") or []
     token = next((e.get("value") for e in env if e.get("name") == TOKEN_ENV), None)
-    gone = status.get("phase") in ("Failed", "Succeeded") or (pod.get("metadata") or {}).get(
-        "deletionTimestamp"
-    )
+    gone = m.etcd_finished(pod) or (pod.get("metadata") or {}).get("deletionTimestamp")
     if not (ip and token) or gone:
         return None
     return str(ip), str(token)
@@ -173,11 +181,7 @@ def sweep(
 ) -> tuple[list[str], list[str]]:
     """(warm pods, warm claims) to delete, by name: pods that failed or outlived their gate,
     claims whose pod is gone (or going) once past their grace. `age_of(obj)` -> seconds."""
-    doomed_pods = [
-        p["metadata"]["name"]
-        for p in pods
-        if (p.get("status") or {}).get("phase") in ("Failed", "Succeeded") or age_of(p) > WARM_MAX_AGE
-    ]
+    doomed_pods = [p["metadata"]["name"] for p in pods if m.etcd_finished(p) or age_of(p) > WARM_MAX_AGE]
     living = {p["metadata"]["name"] for p in pods} - set(doomed_pods)
     doomed_claims = [
         c["metadata"]["name"]

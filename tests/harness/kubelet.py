@@ -48,6 +48,8 @@ def etcd_for(image: str) -> Path:
     version = image.rsplit(":", 1)[-1].removeprefix("v")
     built = cache_dir(version) / "etcd"
     return built if built.is_file() else ETCD
+
+
 _hosts_lock = threading.Lock()
 
 

@@ -4,6 +4,7 @@ the real program over real loopback TCP, as the etcd container of a warm pod run
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from functools import partial
 
@@ -43,7 +44,20 @@ async def test_an_unopened_gate_gives_up(tmp_path) -> None:
     assert done.returncode == 1 and b"not opened within 1s" in done.stderr
 
 
-async def test_the_gate_copies_itself_where_an_init_container_puts_it(tmp_path) -> None:
+async def test_the_gate_copies_itself_where_the_first_container_puts_it(tmp_path) -> None:
     target = tmp_path / "start-gate"
     await trio.run_process([str(start_gate_binary()), f"--copy-to={target}"])
     assert target.read_bytes() == start_gate_binary().read_bytes() and os.access(target, os.X_OK)
+
+
+async def test_the_first_containers_process_idles_until_told_to_stop() -> None:
+    async with trio.open_nursery() as nursery:
+        proc = await nursery.start(
+            partial(trio.run_process, [str(start_gate_binary()), "--hold"], check=False)
+        )
+        await trio.sleep(0.5)
+        assert proc.returncode is None  # holds the warm pod's first container up
+        proc.send_signal(signal.SIGTERM)
+        with trio.fail_after(5):  # at once, not after the pod's grace period
+            await proc.wait()
+    assert proc.returncode == 0

@@ -291,7 +291,9 @@ def pod(
     failures: int = 0,
     ran: float = 1.0,
     exit_code: int = 1,
+    etcd_exited: bool | None = None,
 ) -> dict:
+    exited = phase == "Failed" if etcd_exited is None else etcd_exited
     started = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     finished = started + dt.timedelta(seconds=ran)
     meta: dict = {"annotations": {m.ANNOTATION_FAILURES: str(failures)}}
@@ -312,7 +314,7 @@ def pod(
                             "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
                         }
                     }
-                    if phase == "Failed"
+                    if exited
                     else {"running": {}},
                 }
             ],
@@ -339,6 +341,15 @@ def test_crash_counting_across_replacement_pods() -> None:
     assert consecutive_failures(pod("Running", ready=True, failures=4)) == 0
     assert consecutive_failures(pod("Pending", failures=4)) == 4
     assert consecutive_failures(pod("Failed", failures=4)) == 5
+
+
+def test_etcd_that_exited_beside_a_container_still_running_has_exited() -> None:
+    # A warm pod's first container or the debug one keeps the pod Running (restartPolicy Never:
+    # etcd will not run again in it), and the pod is no longer Ready.
+    exited = pod("Running", etcd_exited=True, failures=2)
+    assert pod_state(exited) is ProcessState.EXITED
+    assert consecutive_failures(exited) == 3
+    assert failures_after(pod("Running", etcd_exited=True, failures=2, exit_code=0)) == 0
 
 
 def test_a_pod_whose_image_cannot_be_pulled_counts_as_failing_to_start() -> None:

@@ -83,14 +83,16 @@ def test_a_warm_pod_is_the_members_pod_behind_a_gate_and_counts_for_nothing_unti
     assert ahead is not None
     pod, member = _warm_and_member(ahead)
     assert pod["metadata"]["name"] == member["metadata"]["name"] == "main-1"
-    # The member's etcd, with its flags, behind the gate that the operator's image puts in place.
-    (etcd,), (wanted,) = pod["spec"]["containers"], member["spec"]["containers"]
+    # The member's etcd, with its flags, behind the gate that the operator's image puts in place
+    # first: the kubelet starts the next container only once the postStart hook has copied it.
+    (first, etcd), (wanted,) = pod["spec"]["containers"], member["spec"]["containers"]
     gate = etcd["command"][: etcd["command"].index("--") + 1]
     assert etcd["command"] == [*gate, *wanted["command"]] and etcd["args"] == wanted["args"]
     assert gate[0].startswith(warm.GATE_DIR) and {"name": warm.TOKEN_ENV, "value": "tok"} in etcd["env"]
-    (copy,) = [c for c in pod["spec"]["initContainers"] if c["name"] == warm.GATE_CONTAINER]
-    assert copy["image"] == IMAGE and pod["spec"]["initContainers"][0] is copy
-    assert copy["command"][-1] == f"--copy-to={gate[0]}"
+    assert first["name"] == warm.GATE_CONTAINER and first["image"] == IMAGE
+    assert first["lifecycle"]["postStart"]["exec"]["command"][-1] == f"--copy-to={gate[0]}"
+    assert first["command"] == ["start-gate", "--hold"] and "initContainers" not in pod["spec"]
+    assert pod["metadata"]["annotations"][m.ANNOTATION_DEFAULT_CONTAINER] == "etcd"
     # Not a member for the runtime, the watches, the Services or the disruption budget ...
     assert member_ref(pod) is None
     labels = pod["metadata"]["labels"]
@@ -127,6 +129,10 @@ def test_the_gate_is_opened_only_while_it_listens() -> None:
     assert warm.gate_of(pod) == ("10.244.0.9", "tok")  # the caller connects until it listens
     pod["status"]["phase"] = "Failed"
     assert warm.gate_of(pod) is None  # given up
+    # The gate gave up while the first container idles on: the pod still runs, etcd does not.
+    given_up = {"name": "etcd", "state": {"terminated": {"exitCode": 1}}}
+    pod["status"] = {"phase": "Running", "podIP": "10.244.0.9", "containerStatuses": [given_up]}
+    assert warm.gate_of(pod) is None
 
 
 def test_the_sweep_takes_failed_and_stale_warm_pods_and_claims_left_without_one() -> None:
@@ -134,7 +140,9 @@ def test_the_sweep_takes_failed_and_stale_warm_pods_and_claims_left_without_one(
         labels = {warm.LABEL_WARM: member or name}
         return {"metadata": {"name": name, "labels": labels, "age": age}, "status": {"phase": phase}}
 
-    pods = [obj("main-1", 5), obj("main-2", 5, "Failed"), obj("main-3", warm.WARM_MAX_AGE + 1)]
+    gave_up = obj("main-6", 5, "Running")
+    gave_up["status"]["containerStatuses"] = [{"name": "etcd", "state": {"terminated": {"exitCode": 1}}}]
+    pods = [obj("main-1", 5), obj("main-2", 5, "Failed"), obj("main-3", warm.WARM_MAX_AGE + 1), gave_up]
     claims = [
         obj("main-1-data", 600, member="main-1"),  # its pod waits: kept however old
         obj("main-2-data", 600, member="main-2"),  # its pod failed
@@ -142,7 +150,7 @@ def test_the_sweep_takes_failed_and_stale_warm_pods_and_claims_left_without_one(
         obj("main-5-data", 1, member="main-5"),  # its pod is about to be made
     ]
     doomed_pods, doomed_claims = warm.sweep(pods, claims, age_of=lambda o: o["metadata"]["age"])
-    assert doomed_pods == ["main-2", "main-3"]
+    assert doomed_pods == ["main-2", "main-3", "main-6"]
     assert doomed_claims == ["main-2-data", "main-4-data"]
 
 
