@@ -455,9 +455,11 @@ class KubeRuntime:
         image = await self._warm_image()
         if image is None:
             return
-        async with trio.open_nursery() as nursery:
-            for ahead in upcoming:
-                nursery.start_soon(self._make_warm, owner, ahead, image)
+        # One after another, in the order they will be needed: the kubelet sets pods up in the
+        # order it hears of them, and made side by side the last one needed was as often as
+        # not set up first, while the next learner's pod waited (a relist, up to a second).
+        for ahead in upcoming:
+            await self._make_warm(owner, ahead, image)
 
     async def _make_warm(self, owner: m.Owner, ahead: MemberLaunch, image: str) -> None:
         ns = owner.ref.namespace

@@ -17,6 +17,7 @@ from cryptography import x509
 from actors.errors import RuntimeRefused, StepFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
 from supervisor.kube import manifests as m
+from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
 from tests.harness.kube import KubeAPIServer
@@ -402,3 +403,22 @@ async def test_refusals_of_calls_made_side_by_side_fail_the_step_too(
         with pytest.raises(RuntimeRefused) as refused:
             await KubeRuntime(op).allocate_member(ref, "alpha-0", ClusterSpec(size=1))
         assert "403" in str(refused.value) and "being terminated" in str(refused.value)
+
+
+async def test_pods_made_ahead_are_made_in_the_order_their_members_come(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "ahead")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "ahead")
+        runtime = KubeRuntime(op, helper_image="example.test/etcd-supervisor:1")
+        spec = ClusterSpec(size=5)
+        urls = await runtime.allocate_member(ref, "ahead-0", spec)
+        await runtime.start_member(launch_for(ref, "ahead-0", urls, spec))
+        query = {"labelSelector": m.label_selector(warm.warm_selector(ref))}
+        made = (await admin.list_all(m.core_path(ns, "pods"), query=query))["items"]
+        # The API server here keeps its objects in etcd, where a resourceVersion is the
+        # revision of the write: it orders the creations.
+        in_order = sorted(made, key=lambda pod: int(pod["metadata"]["resourceVersion"]))
+        assert [pod["metadata"]["name"] for pod in in_order] == ["ahead-1", "ahead-2", "ahead-3", "ahead-4"]
