@@ -5,7 +5,7 @@ next look) before its etcd runs, and staged bootstrap starts members one after a
 second is paid once per member in a row. The runtime therefore makes the pods of the members to
 come ahead of time (warm pods, warm_members.py), while the current one starts. Their etcd
 container runs `start-gate` (deploy/start-gate, a small static program the operator image
-carries and an init container copies into the pod) in front of etcd: it listens on GATE_PORT
+carries and the pod's first container copies in) in front of etcd: it listens on GATE_PORT
 and, once the operator has added the member to etcd and connects with the pod's token, it execs
 etcd in place, so the member starts in a container that already runs.
 
