@@ -15,11 +15,6 @@ def next_member_name(observed: Observed) -> str:
     return member_name(cluster, max(known) + 1 if known else 0)
 
 
-def initial_cluster(observed: Observed, joining: str) -> tuple[tuple[str, str], ...]:
-    """etcd's name=peerURL list for a member starting into the existing cluster."""
-    return observed.initial_cluster(joining)
-
-
 def ordinal_of(observed: Observed, member: EtcdMember) -> int:
     ordinal = member_ordinal(observed.cluster, observed.name_of(member))
     return ordinal if ordinal is not None else -1

@@ -6,7 +6,6 @@ from __future__ import annotations
 from actors.actions import PromoteLearner, RemoveMember, StartMember, Step, Wait
 from actors.model import ClusterSpec, ProcessState
 from actors.observed import Observed
-from actors.plan.common import initial_cluster
 
 # etcd refuses to promote a learner whose log lags too far; promote only once it has applied
 # this share of the leader's log, so promotion does not bounce off that check.
@@ -21,7 +20,7 @@ def finish_learner(spec: ClusterSpec, observed: Observed) -> Step | None:
         if len(observed.voters()) >= spec.size:
             return RemoveMember(m.id, r.name, reason=f"size is {spec.size}: learner no longer needed")
         if r.state in (ProcessState.ABSENT, ProcessState.EXITED):
-            return StartMember(r.name, initial_cluster(observed, r.name), reason="learner added; start it")
+            return StartMember(r.name, observed.initial_cluster(r.name), reason="learner added; start it")
         if caught_up(observed, r.name):
             return PromoteLearner(r.name, m.id)
         return Wait(f"learner {r.name} catching up")

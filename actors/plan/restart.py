@@ -10,7 +10,6 @@ from __future__ import annotations
 from actors.actions import RemoveMember, StartMember, Step, Wait
 from actors.model import ClusterSpec, ProcessState, RuntimeMember
 from actors.observed import Observed
-from actors.plan.common import initial_cluster
 from supervisor.backoff import Backoff
 
 # A member that crashed this many times in a row without running healthily in between is
@@ -70,5 +69,5 @@ def restart_stopped(spec: ClusterSpec, observed: Observed) -> Step | None:
             waits.append(wait)
             continue
         reason = f"{exit_story(r)}; restart with its data"
-        return StartMember(r.name, initial_cluster(observed, r.name), reason=reason)
+        return StartMember(r.name, observed.initial_cluster(r.name), reason=reason)
     return waits[0] if waits else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 from actors.actions import EnableDowngrade, MoveLeader, RollMember, Step, Wait
 from actors.model import ClusterSpec, EtcdMember
 from actors.observed import Observed
-from actors.plan.common import initial_cluster, ordinal_of
+from actors.plan.common import ordinal_of
 
 # A member counts as caught up when it has applied the leader's log up to this many entries;
 # under load the indices move between two probes, so equality would never be seen.
@@ -68,7 +68,7 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
 
 def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:
     name = observed.name_of(member)
-    return RollMember(name, spec.version, initial_cluster(observed, name))
+    return RollMember(name, spec.version, observed.initial_cluster(name))
 
 
 def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade | Wait | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from actors.actions import RemoveMember, RestartMember, Step
 from actors.model import ClusterSpec, EtcdMember, ProcessState
 from actors.observed import Observed
-from actors.plan.common import initial_cluster
 
 
 def heal_unresponsive(spec: ClusterSpec, observed: Observed) -> Step | None:
@@ -32,7 +31,7 @@ def heal_unresponsive(spec: ClusterSpec, observed: Observed) -> Step | None:
             reason = f"answered no probe for {silent:.0f}s even after a restart: replaced by a new member"
             return RemoveMember(member.id, r.name, reason=reason)
         reason = f"answered no probe for {silent:.0f}s (unresponsiveAfter {spec.health.unresponsive_after})"
-        return RestartMember(r.name, initial_cluster(observed, r.name), reason=reason)
+        return RestartMember(r.name, observed.initial_cluster(r.name), reason=reason)
     return None
 
 

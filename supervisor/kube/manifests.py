@@ -562,6 +562,12 @@ def etcd_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return {}
 
 
+def etcd_state(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The etcd container's state of that kind ("waiting", "running", "terminated"); {} if
+    it is in another."""
+    return (etcd_container_status(pod).get("state") or {}).get(kind) or {}
+
+
 def etcd_finished(pod: Mapping[str, Any]) -> bool:
     """Whether a member pod's etcd has exited for good (restartPolicy Never). The pod's phase
     alone does not say so when another container still runs (a warm pod's, the debug one)."""

@@ -140,7 +140,7 @@ def pod_state(pod: Mapping[str, Any] | None) -> ProcessState:
 def pod_exit_code(pod: Mapping[str, Any] | None) -> int | None:
     if pod is None:
         return None
-    terminated = (m.etcd_container_status(pod).get("state") or {}).get("terminated") or {}
+    terminated = m.etcd_state(pod, "terminated")
     code = terminated.get("exitCode")
     return int(code) if code is not None else None
 
@@ -163,7 +163,7 @@ def start_failure(pod: Mapping[str, Any] | None) -> str:
     """Why the etcd container cannot start ("ImagePullBackOff: ..."); "" when nothing stops it."""
     if pod is None:
         return ""
-    waiting = (m.etcd_container_status(pod).get("state") or {}).get("waiting") or {}
+    waiting = m.etcd_state(pod, "waiting")
     reason = str(waiting.get("reason") or "")
     if reason not in START_FAILURES:
         return ""
@@ -178,7 +178,7 @@ def pod_last_error(pod: Mapping[str, Any] | None) -> str:
         return ""
     if failure := start_failure(pod):
         return failure
-    terminated = (m.etcd_container_status(pod).get("state") or {}).get("terminated") or {}
+    terminated = m.etcd_state(pod, "terminated")
     lines = [line for line in str(terminated.get("message") or "").splitlines() if line.strip()]
     return lines[-1][:300] if lines else str(terminated.get("reason") or "")
 
@@ -202,7 +202,7 @@ def pod_failures(pod: Mapping[str, Any] | None) -> int:
 
 def failures_after(old_pod: Mapping[str, Any]) -> int:
     """The crash count for the pod that replaces `old_pod` (which has finished)."""
-    terminated = (m.etcd_container_status(old_pod).get("state") or {}).get("terminated") or {}
+    terminated = m.etcd_state(old_pod, "terminated")
     if (old_pod.get("status") or {}).get("phase") == "Succeeded" or terminated.get("exitCode") == 0:
         return 0  # a clean exit is no failure
     if int(terminated.get("exitCode") or 0) > KILLED_BY_SIGNAL:

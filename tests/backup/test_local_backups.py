@@ -39,14 +39,7 @@ async def test_scheduled_backups_are_verified_kept_by_retention_and_reported(tmp
     demo = backed_up(tmp_path, store_dir, keep=2)
     clock = fast_clock()
 
-    def children(runtime):
-        return [
-            local_backups(
-                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", clock=clock, wake_every=0.5
-            )
-        ]
-
-    async with open_local_supervisor(tmp_path / "state", children=children) as sup:
+    async with open_local_supervisor(tmp_path / "state", children=children_with(tmp_path, clock)) as sup:
         await sup.fleet.apply([demo])
         status = await sup.wait_healthy(demo.ref, 3)
         endpoints = [m.client_url for m in status.members]
@@ -112,13 +105,7 @@ async def test_a_slot_that_comes_before_the_clusters_first_look_is_not_missed(tm
     # soon as the cluster serves, before the actor's next wake) is taken at that next wake.
     demo = backed_up(tmp_path, tmp_path / "backups")
     clock = SteppedClock()
-
-    def children(runtime):
-        return [
-            local_backups(
-                runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", clock=clock, wake_every=8
-            )
-        ]
+    children = children_with(tmp_path, clock, wake_every=8)
 
     async with open_local_supervisor(tmp_path / "state", children=children) as sup:
         await sup.fleet.apply([demo])
@@ -130,14 +117,14 @@ async def test_a_slot_that_comes_before_the_clusters_first_look_is_not_missed(tm
     assert status.backup.last_schedule_time == clock.now
 
 
-def children_with(tmp_path, clock, *, environ=None, wrap_store=None):
+def children_with(tmp_path, clock, *, environ=None, wake_every=0.5):
     def children(runtime):
         factory = local_backups(
             runtime,
             manifest_dir=tmp_path,
             scratch_dir=tmp_path / "scratch",
             clock=clock,
-            wake_every=0.5,
+            wake_every=wake_every,
             environ=environ or {},
         )
         return [factory]

@@ -10,7 +10,6 @@ import pytest
 
 from actors.model import ClusterSpec, EtcdMember, MemberLaunch, ProcessState, RuntimeMember
 from actors.observed import Observed
-from actors.plan.common import initial_cluster
 from supervisor.kube import manifests as m
 from supervisor.kube import warm_members as warm
 from supervisor.kube.runtime import member_ref
@@ -40,10 +39,10 @@ def test_while_the_cluster_grows_the_next_member_is_predicted_as_the_planner_wil
     first = warm.next_launch(seed, cluster_domain="cluster.local")
     assert first is not None and first.name == "main-1" and first.initial_cluster_state == "existing"
     # The initial cluster is exactly what the learner planner will give that member ...
-    assert first.initial_cluster == initial_cluster(_observed_after_adding(seed, first), "main-1")
+    assert first.initial_cluster == _observed_after_adding(seed, first).initial_cluster("main-1")
     second = warm.next_launch(first, cluster_domain="cluster.local")
     assert second is not None and second.name == "main-2"
-    assert second.initial_cluster == initial_cluster(_observed_after_adding(first, second), "main-2")
+    assert second.initial_cluster == _observed_after_adding(first, second).initial_cluster("main-2")
     # ... and nothing is made ahead once the size is reached.
     assert warm.next_launch(second, cluster_domain="cluster.local") is None
 
@@ -54,7 +53,7 @@ def test_growing_past_ordinal_nine_lists_members_in_the_planners_order() -> None
     nine = attrs.evolve(launch(ClusterSpec(size=5), "main-9", "existing"), initial_cluster=pairs)
     ten = warm.next_launch(nine, cluster_domain="cluster.local")
     assert ten is not None and ten.name == "main-10"
-    assert ten.initial_cluster == initial_cluster(_observed_after_adding(nine, ten), "main-10")
+    assert ten.initial_cluster == _observed_after_adding(nine, ten).initial_cluster("main-10")
 
 
 @pytest.mark.parametrize(
