@@ -329,10 +329,12 @@ class ClusterActor(Actor[ClusterMessage]):
         desired = self._desired()
         spec = desired.resource.spec
         observed = attrs.evolve(await self._observe(), desired=self._ports.runtime.member_config(spec))
+        # A member new to the runtime is probed from now on, while the status is written: the
+        # next step of a bootstrap waits on its first answer.
+        await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
         step = plan(spec, observed, self._planners)
         await self._publish(desired, observed, step)
         self._feed.publish(observed)
-        await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
         if isinstance(step, Action) and self._holdoff.allows(trio.current_time()):
             ports = self._ports
             ctx = ActionContext(
