@@ -19,8 +19,9 @@ import collections
 import logging
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from functools import partial
+from typing import TypeVar
 
 import attrs
 import trio
@@ -329,25 +330,29 @@ class ClusterActor(Actor[ClusterMessage]):
         desired = self._desired()
         spec = desired.resource.spec
         observed = attrs.evolve(await self._observe(), desired=self._ports.runtime.member_config(spec))
-        # A member new to the runtime is probed from now on, while the status is written: the
-        # next step of a bootstrap waits on its first answer.
+        # A member new to the runtime is probed from now on: the next step of a bootstrap
+        # waits on its first answer.
         await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
         step = plan(spec, observed, self._planners)
-        await self._publish(desired, observed, step)
+        publish = partial(self._publish, self._assess(desired, observed, step))
         self._feed.publish(observed)
-        if isinstance(step, Action) and self._holdoff.allows(trio.current_time()):
-            ports = self._ports
-            ctx = ActionContext(
-                spec,
-                observed,
-                ports.runtime,
-                ports.admin,
-                ports.restorer,
-                self._reports.maintenance,
-                ports.events,
-                trio.sleep,
-            )
-            await self._execute(step, ctx)
+        if not (isinstance(step, Action) and self._holdoff.allows(trio.current_time())):
+            await publish()
+            return
+        ports = self._ports
+        ctx = ActionContext(
+            spec,
+            observed,
+            ports.runtime,
+            ports.admin,
+            ports.restorer,
+            self._reports.maintenance,
+            ports.events,
+            trio.sleep,
+        )
+        # The status saying what is being done is written while it is done: a bootstrap is a
+        # chain of steps, each waiting on the last, and would otherwise wait on every write.
+        await alongside(publish, partial(self._execute, step, ctx))
 
     async def _observe(self) -> Observed:
         now = trio.current_time()
@@ -419,9 +424,9 @@ class ClusterActor(Actor[ClusterMessage]):
                 pass
         return None
 
-    async def _publish(self, desired: Desired, observed: Observed, step: Step | None) -> None:
+    def _assess(self, desired: Desired, observed: Observed, step: Step | None) -> ClusterStatus:
         previous = self._status
-        status = assess(
+        return assess(
             desired.resource.spec,
             observed,
             previous=previous.phase if previous else None,
@@ -434,6 +439,9 @@ class ClusterActor(Actor[ClusterMessage]):
             failure=self._failure,
             last_recovery=self._last_recovery,
         )
+
+    async def _publish(self, status: ClusterStatus) -> None:
+        previous = self._status
         if previous is not None and status.phase is not previous.phase:
             await self._ports.events.record(
                 self.ref,
@@ -485,6 +493,34 @@ class ClusterActor(Actor[ClusterMessage]):
         self._step_done_at = trio.current_time()
         self._recent_steps.append((self._step_started_at, self._step_done_at))
         self._members.probe_all()
+
+
+T = TypeVar("T")
+
+
+async def alongside(side: Callable[[], Awaitable[None]], main: Callable[[], Awaitable[T]]) -> T:
+    """`main()`'s result, with `side()` run beside it. A failure of `side` is raised once `main`
+    is done, never cancelling it half-way (a step half-done is worse than a report late); a
+    failure of `main` is raised as it is, and cancels `side`."""
+    side_failed: list[Exception] = []
+    main_failed: list[Exception] = []
+
+    async def guarded_side() -> None:
+        try:
+            await side()
+        except Exception as exc:
+            side_failed.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(guarded_side)
+        try:
+            result = await main()
+        except Exception as exc:
+            main_failed.append(exc)
+            nursery.cancel_scope.cancel()
+    if main_failed or side_failed:
+        raise (main_failed or side_failed)[0]
+    return result
 
 
 def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
