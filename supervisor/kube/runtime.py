@@ -62,6 +62,8 @@ KILLED_BY_SIGNAL = 128
 # How long cluster-wide objects made sure of count as still there. A Service someone deletes is
 # back at the next member allocation or start after this.
 ENSURE_EVERY = 30.0
+# Compare-and-swap writes of the EtcdCluster's finalizers: tries before giving up.
+CONFLICT_ATTEMPTS = 10
 
 
 P = ParamSpec("P")
@@ -303,21 +305,34 @@ class KubeRuntime:
         return m.Owner(ref, str(_meta(obj).get("uid", ""))), spec, obj
 
     async def _ensure_finalizer(self, ref: ClusterRef, obj: Obj) -> None:
-        meta = _meta(obj)
-        if meta.get("deletionTimestamp"):
-            raise ClusterGone(f"EtcdCluster {ref} is being deleted")
-        finalizers = list(meta.get("finalizers") or [])
-        if m.FINALIZER in finalizers:
-            return
-        # The resourceVersion makes this a compare-and-swap: a concurrent finalizer change
-        # answers 409 and the caller's retry reads again.
-        patch = {
-            "metadata": {
-                "finalizers": [*finalizers, m.FINALIZER],
-                "resourceVersion": meta.get("resourceVersion"),
+        path = m.cluster_path(ref)
+        for _ in range(CONFLICT_ATTEMPTS):
+            meta = _meta(obj)
+            if meta.get("deletionTimestamp"):
+                raise ClusterGone(f"EtcdCluster {ref} is being deleted")
+            finalizers = list(meta.get("finalizers") or [])
+            if m.FINALIZER in finalizers:
+                return
+            # The resourceVersion makes this a compare-and-swap: any write in between (the
+            # status, written beside the very step that calls this; a user's edit) answers 409
+            # Conflict, and the object is read again.
+            patch = {
+                "metadata": {
+                    "finalizers": [*finalizers, m.FINALIZER],
+                    "resourceVersion": meta.get("resourceVersion"),
+                }
             }
-        }
-        await self._client.merge_patch(m.cluster_path(ref), patch)
+            try:
+                await self._client.merge_patch(path, patch)
+                return
+            except KubeError as exc:
+                if not is_conflict(exc):
+                    raise
+            found = await self._client.get_or_none(path)
+            if found is None:
+                raise ClusterGone(f"EtcdCluster {ref} not found")
+            obj = found
+        raise KubeError(409, "Conflict", f"could not add the finalizer of {ref}: too many conflicts")
 
     async def _ensure(self, collection: str, obj: Obj, owner: m.Owner) -> None:
         """Create `obj` unless it exists; adopt an existing one left by an earlier incarnation."""
@@ -606,7 +621,7 @@ class KubeRuntime:
 
     async def _release_finalizer(self, cluster: ClusterRef) -> None:
         path = m.cluster_path(cluster)
-        for _ in range(10):
+        for _ in range(CONFLICT_ATTEMPTS):
             obj = await self._client.get_or_none(path)
             if obj is None:
                 return

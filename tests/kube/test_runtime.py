@@ -422,3 +422,21 @@ async def test_pods_made_ahead_are_made_in_the_order_their_members_come(
         # revision of the write: it orders the creations.
         in_order = sorted(made, key=lambda pod: int(pod["metadata"]["resourceVersion"]))
         assert [pod["metadata"]["name"] for pod in in_order] == ["ahead-1", "ahead-2", "ahead-3", "ahead-4"]
+
+
+async def test_the_finalizer_is_added_over_a_status_written_in_between(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """The cluster actor writes the status beside the step it announces, so the object a step
+    read is often stale by the time the step adds the finalizer: the compare-and-swap answers
+    409 Conflict, and the runtime reads again instead of failing the step (a held-off second)."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "raced")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        read = await create_cluster(admin, ns, "raced")
+        written = {**read, "status": {"phase": "Creating"}}
+        await admin.replace(f"{m.cluster_path(ref)}/status", written)
+        await KubeRuntime(op)._ensure_finalizer(ref, read)  # `read` is one write behind now
+        now = await admin.get(m.cluster_path(ref))
+        assert m.FINALIZER in now["metadata"]["finalizers"]
+        assert now["status"]["phase"] == "Creating"
