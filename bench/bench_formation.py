@@ -2,9 +2,10 @@
 
 Issue 16's measure: time from `kubectl apply` of the EtcdCluster to phase Running, divided by
 the time from `kubectl apply` of three static etcd pods (same image, same probe, started at
-once) to all Ready, in the same run; target <= 1.5x. Samples alternate (static, operator,
-static, ...) so that load on the machine falls on both alike; both are timed by watching the
-API server (tests/e2e/watch.py). Prints medians and writes bench/results/formation.json.
+once) to all Ready, in the same run; target <= 1.5x. Each sample times every reference and
+both EtcdClusters in turn, so that load on the machine falls on all alike; all are timed by
+watching the API server (tests/e2e/watch.py). Prints medians of per-run ratios (and ratios of
+medians) and writes bench/results/formation.json.
 
 A second reference from the same static runs: until the three pods form a cluster that serves
 (each answers etcd's linearizable /health: a leader, a quorum read). Their readiness probe, as
@@ -15,8 +16,12 @@ compares the same end state on both sides; both are printed.
 And a 3-member EtcdCluster with TLS off, against the same static pods. The static pods have no
 TLS, so they mount no Secret; a TLS member pod does, and the kubelet's first read of a new
 Secret is sometimes refused by the node authorizer (it has not yet seen the pod bound to the
-node) and retried about a second later. That cost is Kubernetes', paid by any pod with a Secret:
-the plain cluster is the like-for-like comparison, the TLS one the default's.
+node) and retried about a second later. That cost is Kubernetes', paid by any pod with a Secret.
+
+So a third reference, the like-for-like one: the operator's own member pods (its manifests: the
+same pod spec, claims, TLS Secret and peer Service; tests/e2e/formation.twin_members) started at
+once with the whole membership, TLS on and off. Against these only the orchestration differs:
+the staged bootstrap, and the operator's reactions between its steps.
 
 Needs root and the node's components (`make setup` builds them); the operator runs on this
 host with the deployed ServiceAccount's rights, as in tests/e2e/test_members.py.
@@ -25,11 +30,14 @@ host with the deployed ServiceAccount's rights, as in tests/e2e/test_members.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -42,6 +50,7 @@ from tests.e2e.formation import (
     form_cluster,
     run_operator,
     time_static_cluster,
+    twin_members,
 )
 from tests.harness import images
 from tests.harness.components import MissingComponent
@@ -52,24 +61,103 @@ TARGET = 1.5
 
 @attrs.frozen
 class Sample:
-    static: StaticTimes
+    static: StaticTimes  # the bare static pods: no Secret, no claim
+    twin_tls: StaticTimes  # the operator's own TLS member pods, started at once
+    twin_plain: StaticTimes  # the same with TLS off
     tls: float  # apply -> Running, the default EtcdCluster (TLS)
     plain: float  # apply -> Running, TLS off
 
 
 def sample(cluster: Cluster, index: int) -> Sample:
-    """One static run and two operator runs, each in a namespace of its own, deleted after."""
-    static_ns = cluster.create_namespace(f"bench-static-{index}")
-    static = time_static_cluster(cluster, static_ns)
+    """Three reference runs and two operator runs, each in a namespace of its own, deleted
+    (and gone) before the next timing, so that no teardown and no idle pods compete with it."""
+
+    @contextlib.contextmanager
+    def namespace(prefix: str) -> Iterator[str]:
+        ns = cluster.create_namespace(f"{prefix}-{index}")
+        yield ns
+        cluster.kubectl("delete", "namespace", ns, "--timeout=180s")
+
+    with namespace("bench-static") as ns:
+        static = time_static_cluster(cluster, ns)
+    twins = {}
     times = {}
     for tls in (True, False):
-        namespace = cluster.create_namespace(f"bench-operator-{'tls' if tls else 'plain'}-{index}")
-        times[tls], seen = form_cluster(cluster, namespace, "demo", tls=tls)
-        assert_no_member_failed(seen)
-        # Gone before the next timing, so that no teardown competes with it.
-        cluster.kubectl("delete", "namespace", namespace, "--timeout=180s")
-    cluster.kubectl("delete", "namespace", static_ns, "--timeout=180s")
-    return Sample(static, tls=times[True], plain=times[False])
+        with namespace(f"bench-twin-{'tls' if tls else 'plain'}") as ns:
+            twins[tls] = time_static_cluster(cluster, ns, twin_members(ns, cluster.etcd_version, tls=tls))
+    for tls in (True, False):
+        with namespace(f"bench-operator-{'tls' if tls else 'plain'}") as ns:
+            times[tls], seen = form_cluster(cluster, ns, "demo", tls=tls)
+            assert_no_member_failed(seen)
+    return Sample(static, twins[True], twins[False], tls=times[True], plain=times[False])
+
+
+# (key, what is compared, EtcdCluster's time, the reference's time): the first is the issue's
+# measure; against the twins, only the orchestration differs.
+COMPARISONS: list[tuple[str, str, Callable[[Sample], float], Callable[[Sample], float]]] = [
+    (
+        "tls_to_static_ready",
+        "TLS EtcdCluster / bare static pods Ready",
+        lambda s: s.tls,
+        lambda s: s.static.ready,
+    ),
+    (
+        "tls_to_static_serving",
+        "TLS EtcdCluster / bare static pods serving",
+        lambda s: s.tls,
+        lambda s: s.static.serving,
+    ),
+    (
+        "plain_to_static_ready",
+        "plain EtcdCluster / bare static pods Ready",
+        lambda s: s.plain,
+        lambda s: s.static.ready,
+    ),
+    (
+        "tls_to_twin_ready",
+        "TLS EtcdCluster / its pods started at once, Ready",
+        lambda s: s.tls,
+        lambda s: s.twin_tls.ready,
+    ),
+    (
+        "tls_to_twin_serving",
+        "TLS EtcdCluster / its pods started at once, serving",
+        lambda s: s.tls,
+        lambda s: s.twin_tls.serving,
+    ),
+    (
+        "plain_to_twin_ready",
+        "plain EtcdCluster / its pods started at once, Ready",
+        lambda s: s.plain,
+        lambda s: s.twin_plain.ready,
+    ),
+]
+TIMES: list[tuple[str, str, Callable[[Sample], float]]] = [
+    ("static_ready_s", "bare static pods -> all Ready", lambda s: s.static.ready),
+    ("static_serving_s", "bare static pods -> serving", lambda s: s.static.serving),
+    ("twin_tls_ready_s", "TLS member pods at once -> all Ready", lambda s: s.twin_tls.ready),
+    ("twin_tls_serving_s", "TLS member pods at once -> serving", lambda s: s.twin_tls.serving),
+    ("twin_plain_ready_s", "plain member pods at once -> all Ready", lambda s: s.twin_plain.ready),
+    ("operator_tls_s", "EtcdCluster (TLS) -> Running", lambda s: s.tls),
+    ("operator_plain_s", "EtcdCluster (plain) -> Running", lambda s: s.plain),
+]
+
+
+def report(samples: list[Sample]) -> dict[str, Any]:
+    """Per-run times and their medians; per comparison the median of per-run ratios and the
+    ratio of medians. Printed, and returned for the JSON."""
+    result: dict[str, Any] = {}
+    for key, what, of in TIMES:
+        values = [of(s) for s in samples]
+        result[key] = values
+        print(f"  {what:<40} median {statistics.median(values):.2f} s")
+    for key, what, num, den in COMPARISONS:
+        ratios = [num(s) / den(s) for s in samples]
+        of_medians = statistics.median(num(s) for s in samples) / statistics.median(den(s) for s in samples)
+        result[key] = {"median_of_ratios": statistics.median(ratios), "ratio_of_medians": of_medians}
+        median = statistics.median(ratios)
+        print(f"  {what:<52} median of ratios {median:.2f}x, ratio of medians {of_medians:.2f}x")
+    return result
 
 
 def main() -> None:
@@ -103,65 +191,24 @@ def main() -> None:
         with run_operator(cluster, None, ROOT / "operator", log, helper_image=helper):
             for i in range(args.runs):
                 one = sample(cluster, i)
-                ready, serving = one.static.ready, one.static.serving
                 print(
-                    f"  run {i + 1}: static Ready {ready:.2f} s, serving {serving:.2f} s; "
-                    f"EtcdCluster TLS {one.tls:.2f} s = {one.tls / ready:.2f}x Ready, "
-                    f"{one.tls / serving:.2f}x serving; plain {one.plain:.2f} s = "
-                    f"{one.plain / ready:.2f}x Ready"
+                    f"  run {i + 1}: EtcdCluster TLS {one.tls:.2f} s, plain {one.plain:.2f} s; "
+                    f"static Ready {one.static.ready:.2f} s, serving {one.static.serving:.2f} s; "
+                    f"twins Ready TLS {one.twin_tls.ready:.2f} s, plain {one.twin_plain.ready:.2f} s"
                 )
                 samples.append(one)
     finally:
         node_context.__exit__(None, None, None)
 
-    statics = [one.static.ready for one in samples]
-    servings = [one.static.serving for one in samples]
-    operators = [one.tls for one in samples]
-    plains = [one.plain for one in samples]
-    ratios = [o / s for s, o in zip(statics, operators, strict=True)]
-    serving_ratios = [o / s for s, o in zip(servings, operators, strict=True)]
-    plain_ratios = [o / s for s, o in zip(statics, plains, strict=True)]
+    print(f"formation on the built-in node, etcd {version}, {args.runs} alternating runs")
+    print(f"  (machine: {os.cpu_count()} cores, shared and noisy: compare the ratio, not the seconds)")
     result = {
         "runs": args.runs,
         "warm_pods": not args.no_warm_pods,
         "etcd_version": version,
-        "static_s": statics,
-        "static_serving_s": servings,
-        "operator_tls_s": operators,
-        "median_static_s": statistics.median(statics),
-        "median_static_serving_s": statistics.median(servings),
-        "median_operator_tls_s": statistics.median(operators),
-        "ratio_of_medians": statistics.median(operators) / statistics.median(statics),
-        "median_of_ratios": statistics.median(ratios),
-        "ratio_of_medians_to_serving": statistics.median(operators) / statistics.median(servings),
-        "median_of_ratios_to_serving": statistics.median(serving_ratios),
-        "operator_plain_s": plains,
-        "median_operator_plain_s": statistics.median(plains),
-        "plain_ratio_of_medians": statistics.median(plains) / statistics.median(statics),
-        "plain_median_of_ratios": statistics.median(plain_ratios),
         "target": TARGET,
     }
-    print(f"formation on the built-in node, etcd {version}, {args.runs} alternating runs")
-    print(f"  (machine: {os.cpu_count()} cores, shared and noisy: compare the ratio, not the seconds)")
-    print(f"  three static pods -> all Ready    median {result['median_static_s']:.2f} s")
-    print(f"  three static pods -> serving      median {result['median_static_serving_s']:.2f} s")
-    print(f"  EtcdCluster (TLS) -> Running      median {result['median_operator_tls_s']:.2f} s")
-    print(f"  EtcdCluster (plain) -> Running    median {result['median_operator_plain_s']:.2f} s")
-    print(
-        f"  TLS EtcdCluster against the static pods Ready: ratio of medians "
-        f"{result['ratio_of_medians']:.2f}x, median of per-run ratios "
-        f"{result['median_of_ratios']:.2f}x; target <= {TARGET}x"
-    )
-    print(
-        f"  TLS EtcdCluster against the static cluster serving: ratio of medians "
-        f"{result['ratio_of_medians_to_serving']:.2f}x, median of per-run ratios "
-        f"{result['median_of_ratios_to_serving']:.2f}x"
-    )
-    print(
-        f"  plain EtcdCluster against the static pods Ready: ratio of medians "
-        f"{result['plain_ratio_of_medians']:.2f}x, median of per-run ratios "
-        f"{result['plain_median_of_ratios']:.2f}x"
-    )
+    result.update(report(samples))
     out = Path(__file__).parent / "results" / "formation.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

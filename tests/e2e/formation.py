@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime as dt
 import json
 import os
 import socket
@@ -22,7 +23,10 @@ from typing import Any
 import attrs
 import yaml
 
+from actors.codec import parse_spec
+from actors.model import MemberLaunch
 from supervisor.kube import manifests as m
+from supervisor.kube.tls import generate_cluster_tls
 from tests.e2e.cluster import Cluster
 from tests.e2e.watch import KubectlWatch
 from tests.harness import images
@@ -112,6 +116,51 @@ def static_members(namespace: str, version: str, names: list[str]) -> list[dict[
 
 
 STATIC_NAMES = ["static-0", "static-1", "static-2"]
+STATIC_LABELS = {"app": "static"}
+
+
+def twin_members(namespace: str, version: str, *, tls: bool) -> list[dict[str, Any]]:
+    """Three pods made by the operator's own manifests for a 3-member EtcdCluster named
+    "static" (the same pod spec, claims, TLS Secret and peer Service), but started at once with
+    the whole membership: an EtcdCluster's pods, only without the staged bootstrap.
+
+    The bare static pods above mount neither a Secret nor a claim; a new pod that mounts them
+    pays the kubelet's work for it (and, at times, its retry after the node authorizer refused
+    a read it had not caught up with: Kubernetes' cost, paid by every such pod). These pods
+    pay the same, so the ratio against them is the orchestration's alone. Without owner
+    references and under labels of their own, so no operator ever takes them for its members."""
+    ref = m.ClusterRef(namespace, "static")
+    owner = m.Owner(ref, uid="static")
+    spec = parse_spec(etcd_cluster(ref.name, version, tls=tls)["spec"])
+    urls = {n: m.member_urls(ref, n, tls=tls) for n in STATIC_NAMES}
+    members = tuple((n, u.peer_url) for n, u in urls.items())
+    objects = [m.peer_service(owner)]
+    if tls:
+        material = generate_cluster_tls(ref, now=dt.datetime.now(dt.UTC))
+        objects.append(m.tls_secret(owner, material.secret_data()))
+    for n in STATIC_NAMES:
+        objects.append(m.member_volume_claim(owner, spec, n, urls[n]))
+        launch = MemberLaunch(ref, n, urls[n], members, "new", spec)
+        objects.append(m.member_pod(owner, launch))
+    return [_unowned(o, m.member_selector(ref)) for o in objects]
+
+
+def _unowned(obj: Any, selector: dict[str, str]) -> Any:
+    """`obj` with no owner, no annotations, and STATIC_LABELS wherever it had the members'."""
+    if isinstance(obj, list):
+        return [_unowned(o, selector) for o in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for key, value in obj.items():
+        if key in ("ownerReferences", "annotations"):
+            continue
+        selects_members = isinstance(value, dict) and selector.items() <= value.items()
+        if key == "labels" or (key in ("selector", "matchLabels") and selects_members):
+            out[key] = dict(STATIC_LABELS)
+        else:
+            out[key] = _unowned(value, selector)
+    return out
 
 
 def time_static_pods(cluster: Cluster, namespace: str) -> float:
@@ -136,18 +185,23 @@ class StaticTimes:
     serving: float  # apply -> all three answer etcd's linearizable /health (a leader, a quorum read)
 
 
-def time_static_cluster(cluster: Cluster, namespace: str) -> StaticTimes:
-    """Apply the three static pods; seconds until all are Ready, and until the three form a
-    cluster that serves: each answers /health, which needs a leader and a quorum read, the
-    state an EtcdCluster's Running stands for (its members answer with a leader). The second
-    is asked of each pod's address every 10 ms from when the API server shows it."""
+def time_static_cluster(
+    cluster: Cluster, namespace: str, objects: list[dict[str, Any]] | None = None
+) -> StaticTimes:
+    """Apply the three static pods (or `objects`: twin_members); seconds until all are Ready,
+    and until the three form a cluster that serves: each answers /health, which needs a leader
+    and a quorum read, the state an EtcdCluster's Running stands for (its members answer with
+    a leader). The second is asked of each pod's address every 10 ms from when the API server
+    shows it."""
+    if objects is None:
+        objects = static_members(namespace, cluster.etcd_version, STATIC_NAMES)
     line = "{.metadata.name} {.status.podIP} {.status.conditions[?(@.type=='Ready')].status}{'\\n'}"
     ready = KubectlWatch(cluster.kubeconfig, ["pods", "-n", namespace, "-l", "app=static"], line)
     with ready:
         start = time.monotonic()
         serving: list[float] = []
         poller = threading.Thread(target=lambda: serving.append(_until_all_serve(ready, start)), daemon=True)
-        cluster.apply(static_members(namespace, cluster.etcd_version, STATIC_NAMES))
+        cluster.apply(objects, namespace=namespace)
         poller.start()
         all_ready_at = ready.until(
             "3 static etcd pods Ready", lambda lines: all_ready(_without_ips(lines), STATIC_NAMES), 120
