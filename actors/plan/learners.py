@@ -6,6 +6,7 @@ from __future__ import annotations
 from actors.actions import PromoteLearner, RemoveMember, StartMember, Step, Wait
 from actors.model import ClusterSpec, ProcessState
 from actors.observed import Observed
+from actors.plan.restart import exit_story
 
 # etcd refuses to promote a learner whose log lags too far; promote only once it has applied
 # this share of the leader's log, so promotion does not bounce off that check.
@@ -20,7 +21,10 @@ def finish_learner(spec: ClusterSpec, observed: Observed) -> Step | None:
         if len(observed.voters()) >= spec.size:
             return RemoveMember(m.id, r.name, reason=f"size is {spec.size}: learner no longer needed")
         if r.state in (ProcessState.ABSENT, ProcessState.EXITED):
-            return StartMember(r.name, observed.initial_cluster(r.name), reason="learner added; start it")
+            # A learner whose first start failed says why: what its pod or process left is gone
+            # once it is started again.
+            story = "added" if r.state is ProcessState.ABSENT else exit_story(r)
+            return StartMember(r.name, observed.initial_cluster(r.name), reason=f"learner {story}; start it")
         if caught_up(observed, r.name):
             return PromoteLearner(r.name, m.id)
         return Wait(f"learner {r.name} catching up")

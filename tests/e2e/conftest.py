@@ -72,4 +72,9 @@ def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path, operator_
         with run_operator(e2e_cluster, e2e_namespace, work, log, helper_image=operator_image):
             yield log
     finally:
-        print(f"operator log (tail):\n{''.join(log.read_text(errors='replace').splitlines(True)[-15:])}")
+        lines = log.read_text(errors="replace").splitlines(True)
+        # Its steps and Events first: why a pod was replaced, say (a failed learner's exit code
+        # and last log line ride on the step that starts it again); then the tail.
+        steps = [ln for ln in lines if "actors.cluster:" in ln or "supervisor.kube.status:" in ln]
+        print(f"operator steps and Events (last 40):\n{''.join(steps[-40:])}")
+        print(f"operator log (tail):\n{''.join(lines[-15:])}")

@@ -1,5 +1,7 @@
 """plan(): the ordered planners together make the same decisions as before they were split."""
 
+import attrs
+
 from actors.actions import (
     AddLearner,
     DeleteRuntimeMember,
@@ -37,6 +39,14 @@ def test_an_added_learner_is_started_knowing_every_member():
         (("demo-0", urls(0).peer_url), ("demo-1", urls(1).peer_url)),
         reason="learner added; start it",
     )
+
+
+def test_a_learner_whose_first_start_failed_is_started_again_saying_why():
+    runtime, members, health = cluster(1)
+    exited = attrs.evolve(rt(1, EXITED, failures=1), exit_code=1, last_error="cannot fetch cluster info")
+    action = decide(3, [*runtime, exited], [*members, em(1, learner=True, started=False)], health)
+    assert isinstance(action, StartMember) and action.name == "demo-1"
+    assert action.reason == "learner exited with code 1 (cannot fetch cluster info); start it"
 
 
 def test_a_learner_is_promoted_only_once_caught_up():
