@@ -130,10 +130,11 @@ class BackupActor(Actor[Wake]):
             BackupPhase.SUCCEEDED, outcome.key, outcome.size, outcome.revision, outcome.sha256,
             outcome.verified, started, outcome.completed, _describe(outcome),
         )  # fmt: skip
-        await requests.report(request, status)
+        # The Event goes first: whoever sees the terminal phase finds the Event already recorded.
         await self._event(
             "BackupSucceeded", f"on-demand backup {request.name}: {_describe(outcome)}", outcome.measured()
         )
+        await requests.report(request, status)
         self._report(attrs.evolve(self._status, last_successful_backup=_last(outcome)))
 
     async def _request_attempt_failed(
@@ -168,8 +169,8 @@ class BackupActor(Actor[Wake]):
         self._forget(request)
         now = self._ports.clock()
         status = EtcdBackupStatus(BackupPhase.FAILED, start_time=started, completion_time=now, message=why)
-        await requests.report(request, status)
         await self._event("BackupFailed", f"on-demand backup {request.name}: {why}", measured, warning=True)
+        await requests.report(request, status)
 
     def _forget(self, request: EtcdBackup) -> None:
         self._attempts.pop(request.name, None)

@@ -134,6 +134,7 @@ async def test_on_demand_backup_to_s3_then_restore_by_name_through_the_daemon(tm
             )
             objects = s3_server.boto3_client().list_objects_v2(Bucket=bucket)["Contents"]
             assert {o["Key"] for o in objects} == {first["key"], first["key"] + ".json"}
+            # Read once, at once: the Event is recorded before the phase that ends the backup.
             reasons = [e["reason"] for e in daemon.events("demo")]
             assert "BackupStarted" in reasons and "BackupSucceeded" in reasons, reasons
 
