@@ -472,6 +472,9 @@ class RuntimeMember:
     # The member configuration its process was last started with (MemberConfig.fingerprint);
     # "" when unknown (started by an older daemon): a rolling restart brings it in step.
     config: str = ""
+    # Its deletion is under way, and nothing is left to do but wait: a pod's grace period and a
+    # claim's protection finalizer keep a deleted member listed for a while.
+    deleting: bool = False
 
 
 @frozen

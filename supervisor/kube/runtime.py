@@ -149,6 +149,12 @@ def pod_state(pod: Mapping[str, Any] | None) -> ProcessState:
     return ProcessState.STARTING
 
 
+def _being_deleted(*objects: Obj | None) -> bool:
+    """Every object the member still has is on its way out (its deletion is requested)."""
+    present = [o for o in objects if o is not None]
+    return bool(present) and all(_meta(o).get("deletionTimestamp") for o in present)
+
+
 def pod_exit_code(pod: Mapping[str, Any] | None) -> int | None:
     if pod is None:
         return None
@@ -670,6 +676,7 @@ class KubeRuntime:
                     config=str((_meta(pod).get("annotations") or {}).get(m.ANNOTATION_CONFIG, ""))
                     if pod
                     else "",
+                    deleting=_being_deleted(pod, claim),
                 )
             )
         return out

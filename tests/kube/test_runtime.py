@@ -440,3 +440,42 @@ async def test_the_finalizer_is_added_over_a_status_written_in_between(
         now = await admin.get(m.cluster_path(ref))
         assert m.FINALIZER in now["metadata"]["finalizers"]
         assert now["status"]["phase"] == "Creating"
+
+
+async def test_a_member_whose_objects_are_terminating_is_listed_as_being_deleted(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """A deleted pod waits out its grace period and a claim its protection finalizer: the member
+    is listed meanwhile, and says its deletion is under way (the planner must not delete it
+    again and again). A finalizer of the test's own holds both objects here."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "delta")
+    spec = ClusterSpec(tls_enabled=False)
+    hold = {"metadata": {"finalizers": ["test.etcd.io/hold"]}}
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "delta", security={"tls": {"enabled": False}})
+        runtime = KubeRuntime(op, poll_interval=0.1)
+        urls = await runtime.allocate_member(ref, "delta-0", spec)
+        await runtime.start_member(launch_for(ref, "delta-0", urls, spec))
+        pod = m.core_path(ns, "pods", "delta-0")
+        claim = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name("delta-0"))
+        for path in (pod, claim):
+            await admin.merge_patch(path, hold)
+
+        await runtime.stop_member(ref, "delta-0")  # the pod goes, the claim stays
+        (member,) = await runtime.list_members(ref)
+        assert not member.deleting
+
+        await runtime.delete_member(ref, "delta-0")
+        (member,) = await runtime.list_members(ref)
+        assert member.deleting and member.name == "delta-0"
+
+        for path in (pod, claim):
+            await admin.merge_patch(path, {"metadata": {"finalizers": None}})
+        await wait_until_listed(runtime, ref, [])
+
+
+async def wait_until_listed(runtime: KubeRuntime, ref: ClusterRef, names: list[str]) -> None:
+    with trio.fail_after(10):
+        while [r.name for r in await runtime.list_members(ref)] != names:
+            await trio.sleep(0.1)

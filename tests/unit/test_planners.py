@@ -81,6 +81,12 @@ def test_leftovers_deletes_runtime_members_etcd_does_not_know():
     assert delete_leftovers(THREE, healthy(3)) is None
 
 
+def test_leftovers_leave_a_member_whose_deletion_is_under_way_alone():
+    runtime, members, health = cluster(3)
+    runtime.append(attrs.evolve(rt(5, EXITED), deleting=True))  # a pod in its grace period
+    assert delete_leftovers(THREE, observed(runtime, members, health)) is None
+
+
 def test_learners_start_then_promote_the_learner_in_flight():
     runtime, members, health = cluster(1)
     runtime.append(rt(1, ABSENT, has_data=False))
