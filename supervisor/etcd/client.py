@@ -633,9 +633,8 @@ async def _translated(
     pool: ChannelPool, endpoint: Endpoint, make: Callable[[Channel], AsyncIterator[T]]
 ) -> AsyncIterator[T]:
     """An asyncio async iterator whose grpclib failures come out as typed errors."""
-    channel = pool.get(endpoint)
-    iterator = make(channel)
-    try:
+    with pool.borrowed(endpoint) as channel:
+        iterator = make(channel)
         while True:
             try:
                 item = await iterator.__anext__()
@@ -647,8 +646,6 @@ async def _translated(
                     raise
                 raise typed from error
             yield item
-    finally:
-        pool.close_if_dropped(endpoint.url, channel)
 
 
 def sole_error(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -61,6 +62,7 @@ class ChannelPool:
         self._tls = tls
         self._ssl_context: ssl.SSLContext | None = None
         self._channels: dict[str, Channel] = {}
+        self._users: dict[Channel, int] = {}  # calls and streams running on each channel
 
     @property
     def presents_client_certificate(self) -> bool:
@@ -92,6 +94,23 @@ class ChannelPool:
             )
             self._channels[endpoint.url] = channel
         return channel
+
+    @contextmanager
+    def borrowed(self, endpoint: Endpoint) -> Iterator[Channel]:
+        """The endpoint's channel for one call or stream, counted while it runs."""
+        channel = self.get(endpoint)
+        self._users[channel] = self._users.get(channel, 0) + 1
+        try:
+            yield channel
+        finally:
+            left = self._users.pop(channel) - 1
+            if left:
+                self._users[channel] = left
+            self.close_if_dropped(endpoint.url, channel)
+
+    def used_only_once(self, channel: Channel) -> bool:
+        """Only one call or stream (the caller's) runs on `channel`."""
+        return self._users.get(channel, 0) <= 1
 
     def drop(self, url: str, channel: Channel | None = None) -> None:
         """Close the endpoint's channel (only if it is still `channel`, when given)."""
@@ -153,16 +172,14 @@ async def invoke(
     call: Callable[[Channel], Awaitable[T]],
 ) -> T:
     """Run ``call`` on the endpoint's channel (asyncio side), translating its failures."""
-    channel = pool.get(endpoint)
-    try:
-        return await call(channel)
-    except Exception as error:
-        typed = failure(error, endpoint, pool, channel)
-        if typed is None:
-            raise
-        raise typed from error
-    finally:
-        pool.close_if_dropped(endpoint.url, channel)
+    with pool.borrowed(endpoint) as channel:
+        try:
+            return await call(channel)
+        except Exception as error:
+            typed = failure(error, endpoint, pool, channel)
+            if typed is None:
+                raise
+            raise typed from error
 
 
 def failure(error: Exception, endpoint: Endpoint, pool: ChannelPool, channel: Channel) -> EtcdError | None:
@@ -172,5 +189,12 @@ def failure(error: Exception, endpoint: Endpoint, pool: ChannelPool, channel: Ch
         return None
     if isinstance(typed, EtcdConnectionError):
         # Start afresh next time: a half-dead HTTP/2 connection would fail again.
+        pool.drop(endpoint.url, channel)
+    elif isinstance(typed, EtcdTimeout) and pool.used_only_once(channel):
+        # A connection whose peer vanished without a word (a pod's address gone with its
+        # network namespace) stays open for the kernel's quarter of an hour of retransmits,
+        # and every call on it times out. Connect afresh, and resolve the name afresh: only
+        # when nothing else runs on the channel, so a slow defragmentation or a watch beside a
+        # timed-out probe is not cut off.
         pool.drop(endpoint.url, channel)
     return typed
