@@ -108,9 +108,14 @@ class ChannelPool:
                 self._users[channel] = left
             self.close_if_dropped(endpoint.url, channel)
 
-    def used_only_once(self, channel: Channel) -> bool:
-        """Only one call or stream (the caller's) runs on `channel`."""
-        return self._users.get(channel, 0) <= 1
+    def give_up(self, url: str, channel: Channel) -> None:
+        """A call on `channel` got no answer in time. A connection whose peer vanished without a
+        word (a pod's address gone with its network namespace) stays open for the kernel's
+        quarter of an hour of retransmits, and every call on it would wait in vain: drop it,
+        so the next call connects (and resolves the name) afresh. Only when nothing else runs
+        on it, so a slow defragmentation or a watch beside a timed-out probe is not cut off."""
+        if self._users.get(channel, 0) <= 1:
+            self.drop(url, channel)
 
     def drop(self, url: str, channel: Channel | None = None) -> None:
         """Close the endpoint's channel (only if it is still `channel`, when given)."""
@@ -175,6 +180,10 @@ async def invoke(
     with pool.borrowed(endpoint) as channel:
         try:
             return await call(channel)
+        except asyncio.CancelledError:
+            # The caller stopped waiting (a probe's own deadline, shorter than the call's).
+            pool.give_up(endpoint.url, channel)
+            raise
         except Exception as error:
             typed = failure(error, endpoint, pool, channel)
             if typed is None:
@@ -190,11 +199,6 @@ def failure(error: Exception, endpoint: Endpoint, pool: ChannelPool, channel: Ch
     if isinstance(typed, EtcdConnectionError):
         # Start afresh next time: a half-dead HTTP/2 connection would fail again.
         pool.drop(endpoint.url, channel)
-    elif isinstance(typed, EtcdTimeout) and pool.used_only_once(channel):
-        # A connection whose peer vanished without a word (a pod's address gone with its
-        # network namespace) stays open for the kernel's quarter of an hour of retransmits,
-        # and every call on it times out. Connect afresh, and resolve the name afresh: only
-        # when nothing else runs on the channel, so a slow defragmentation or a watch beside a
-        # timed-out probe is not cut off.
-        pool.drop(endpoint.url, channel)
+    elif isinstance(typed, EtcdTimeout):
+        pool.give_up(endpoint.url, channel)
     return typed

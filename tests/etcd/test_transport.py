@@ -60,6 +60,12 @@ async def test_a_member_reached_again_after_its_connection_went_silent(
             with pytest.raises(EtcdTimeout):
                 await client.status(url)
             assert (await client.status(url)).member_id == member  # over a new connection
+            # The same when the caller gives up first (a probe's deadline is shorter than a call's).
+            relay.silence_existing()
+            with trio.move_on_after(0.5) as waited:
+                await client.status(url)
+            assert waited.cancelled_caught
+            assert (await client.status(url)).member_id == member
         nursery.cancel_scope.cancel()
 
 
