@@ -311,34 +311,40 @@ class KubeRuntime:
         return m.Owner(ref, str(_meta(obj).get("uid", ""))), spec, obj
 
     async def _ensure_finalizer(self, ref: ClusterRef, obj: Obj) -> None:
+        def adding(current: Obj | None) -> list[str] | None:
+            if current is None:
+                raise ClusterGone(f"EtcdCluster {ref} not found")
+            if _meta(current).get("deletionTimestamp"):
+                raise ClusterGone(f"EtcdCluster {ref} is being deleted")
+            finalizers = list(_meta(current).get("finalizers") or [])
+            return None if m.FINALIZER in finalizers else [*finalizers, m.FINALIZER]
+
+        await self._swap_finalizers(ref, obj, adding, "add")
+
+    async def _swap_finalizers(
+        self, ref: ClusterRef, obj: Obj | None, change: Callable[[Obj | None], list[str] | None], doing: str
+    ) -> None:
+        """Set the EtcdCluster's finalizers to change(obj)'s (None: nothing to do). The
+        resourceVersion makes the patch a compare-and-swap: any write in between (the status,
+        written beside the very step that adds ours; a user's edit) answers 409 Conflict, and
+        the object is read again (None once it is gone)."""
         path = m.cluster_path(ref)
         for _ in range(CONFLICT_ATTEMPTS):
-            meta = _meta(obj)
-            if meta.get("deletionTimestamp"):
-                raise ClusterGone(f"EtcdCluster {ref} is being deleted")
-            finalizers = list(meta.get("finalizers") or [])
-            if m.FINALIZER in finalizers:
+            finalizers = change(obj)
+            if finalizers is None:
                 return
-            # The resourceVersion makes this a compare-and-swap: any write in between (the
-            # status, written beside the very step that calls this; a user's edit) answers 409
-            # Conflict, and the object is read again.
-            patch = {
-                "metadata": {
-                    "finalizers": [*finalizers, m.FINALIZER],
-                    "resourceVersion": meta.get("resourceVersion"),
-                }
-            }
+            assert obj is not None  # change() has nothing to do on a gone object
+            version = _meta(obj).get("resourceVersion")
             try:
-                await self._client.merge_patch(path, patch)
+                await self._client.merge_patch(
+                    path, {"metadata": {"finalizers": finalizers or None, "resourceVersion": version}}
+                )
                 return
             except KubeError as exc:
                 if not is_conflict(exc):
                     raise
-            found = await self._client.get_or_none(path)
-            if found is None:
-                raise ClusterGone(f"EtcdCluster {ref} not found")
-            obj = found
-        raise KubeError(409, "Conflict", f"could not add the finalizer of {ref}: too many conflicts")
+            obj = await self._client.get_or_none(path)
+        raise KubeError(409, "Conflict", f"could not {doing} the finalizer of {ref}: too many conflicts")
 
     async def _ensure(self, collection: str, obj: Obj, owner: m.Owner) -> None:
         """Create `obj` unless it exists; adopt an existing one left by an earlier incarnation."""
@@ -626,28 +632,19 @@ class KubeRuntime:
         await self._client.merge_patch(path, {"metadata": {"ownerReferences": owners or None}})
 
     async def _release_finalizer(self, cluster: ClusterRef) -> None:
-        path = m.cluster_path(cluster)
-        for _ in range(CONFLICT_ATTEMPTS):
-            obj = await self._client.get_or_none(path)
-            if obj is None:
-                return
-            meta = _meta(obj)
-            finalizers = list(meta.get("finalizers") or [])
+        def removing(current: Obj | None) -> list[str] | None:
+            finalizers = list(_meta(current).get("finalizers") or []) if current else []
             if m.FINALIZER not in finalizers:
-                return
+                return None
             finalizers.remove(m.FINALIZER)
-            patch = {
-                "metadata": {"finalizers": finalizers or None, "resourceVersion": meta.get("resourceVersion")}
-            }
-            try:
-                await self._client.merge_patch(path, patch)
-                return
-            except KubeError as exc:
-                if is_not_found(exc):
-                    return
-                if not is_conflict(exc):
-                    raise
-        raise KubeError(409, "Conflict", f"could not release the finalizer of {cluster}: too many conflicts")
+            return finalizers
+
+        try:
+            obj = await self._client.get_or_none(m.cluster_path(cluster))
+            await self._swap_finalizers(cluster, obj, removing, "release")
+        except KubeError as exc:
+            if not is_not_found(exc):  # gone between the read and the patch: released with it
+                raise
 
     async def list_members(self, cluster: ClusterRef) -> Sequence[RuntimeMember]:
         pod_by_member, claim_by_member = await self._members_objects(cluster)
