@@ -6,11 +6,29 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from actors.backup.ports import Restored
+import attrs
+
+from actors.backup.ports import BackupResolver, Restored
 from actors.backup.source import metadata_key
 from actors.errors import RestoreFailed, StoreError, StoreNotFound
-from actors.model import StoreSpec
+from actors.model import ClusterRef, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
+
+
+async def resolve_source(
+    source: RestoreSpec, cluster: ClusterRef, resolver: BackupResolver | None, *, where: str
+) -> tuple[StoreSpec, str, RestoreSpec]:
+    """The store and key to restore from: spec.restore's own, or its backupName's (in the
+    cluster's namespace), keeping the asked revision; RestoreFailed when neither can be told.
+    `where` names what runs the restore, for the error when backupName is not set up there."""
+    if source.backup_name is not None:
+        if resolver is None:
+            raise RestoreFailed(f"restoring from an EtcdBackup is not set up in this {where}")
+        resolved = await resolver.resolve(cluster.namespace, source.backup_name)
+        source = attrs.evolve(resolved, revision=source.revision)
+    if source.store is None or source.key is None:
+        raise RestoreFailed("spec.restore names no store and key")
+    return source.store, source.key, source
 
 
 async def check_against_metadata(store: ObjectStore, key: str, sha256: str) -> dict[str, object]:

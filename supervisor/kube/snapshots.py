@@ -22,7 +22,12 @@ from actors.backup.deltas import Change
 from actors.backup.point_in_time import plan_point_in_time
 from actors.backup.ports import BackupResolver, Restored
 from actors.backup.records import KvHash
-from actors.backup.restore_checks import check_against_metadata, restored, store_errors_fail_the_restore
+from actors.backup.restore_checks import (
+    check_against_metadata,
+    resolve_source,
+    restored,
+    store_errors_fail_the_restore,
+)
 from actors.errors import RestoreFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
@@ -243,13 +248,9 @@ class KubeRestorer:
         self._resolver = resolver  # for spec.restore.backupName
 
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
-        if source.backup_name is not None:
-            if self._resolver is None:
-                raise RestoreFailed("restoring from an EtcdBackup is not set up in this operator")
-            resolved = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
-            source = attrs.evolve(resolved, revision=source.revision)
-        if source.store is None or source.key is None:
-            raise RestoreFailed("spec.restore names no store and key")
+        store_spec, key, source = await resolve_source(
+            source, launch.cluster, self._resolver, where="operator"
+        )
         if self._image is None:
             raise RestoreFailed(
                 f"the operator's image is unknown: set {HELPER_IMAGE_ENV} (or --helper-image)"
@@ -259,17 +260,17 @@ class KubeRestorer:
         ref = launch.cluster
         # The seed's launch is the first: the runtime has made the cluster's Secret by now.
         tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
-        store = self._open_store(ref.namespace, source.store)
+        store = self._open_store(ref.namespace, store_spec)
         try:
-            with store_errors_fail_the_restore(source.store, source.key):
-                async with self._filling_seed(launch, source.key, self._image) as (path, token):
-                    sent = await _push(self._client, path, token, store.get_stream(source.key), tls)
-                    meta = await check_against_metadata(store, source.key, sent.sha256)
+            with store_errors_fail_the_restore(store_spec, key):
+                async with self._filling_seed(launch, key, self._image) as (path, token):
+                    sent = await _push(self._client, path, token, store.get_stream(key), tls)
+                    meta = await check_against_metadata(store, key, sent.sha256)
         except SnapshotPodFailed as exc:
             raise RestoreFailed(f"the backup does not restore: {exc}") from exc
         finally:
             await store.aclose()
-        return restored(source.key, sent.size, sent.sha256, meta)
+        return restored(key, sent.size, sent.sha256, meta)
 
     async def _restore_to_revision(self, launch: MemberLaunch, source: RestoreSpec, image: str) -> Restored:
         """The newest verified snapshot at or below the revision goes into a scratch pod (a

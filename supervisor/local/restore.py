@@ -13,13 +13,17 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-import attrs
 import trio
 
 from actors.backup.point_in_time import plan_point_in_time
 from actors.backup.ports import BackupResolver, Restored
-from actors.backup.restore_checks import check_against_metadata as _check_against_metadata
-from actors.errors import RestoreFailed, StoreError, StoreNotFound
+from actors.backup.restore_checks import (
+    check_against_metadata,
+    resolve_source,
+    restored,
+    store_errors_fail_the_restore,
+)
+from actors.errors import RestoreFailed, StoreError
 from actors.model import MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.etcd.errors import EtcdError
@@ -43,33 +47,20 @@ class LocalRestorer:
         self._resolver = resolver  # for spec.restore.backupName
 
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
-        if source.backup_name is not None:
-            if self._resolver is None:
-                raise RestoreFailed("restoring from an EtcdBackup is not set up in this daemon")
-            resolved = await self._resolver.resolve(launch.cluster.namespace, source.backup_name)
-            source = attrs.evolve(resolved, revision=source.revision)
-        if source.store is None or source.key is None:
-            raise RestoreFailed("spec.restore names no store and key")
+        store_spec, key, source = await resolve_source(source, launch.cluster, self._resolver, where="daemon")
         member_dir = self._runtime.member_dir(launch.cluster, launch.name)
         if source.revision is not None:
             return await self._restore_to_revision(launch, source, member_dir)
-        store = self._open_store(source.store)
+        store = self._open_store(store_spec)
         try:
-            if isinstance(store, LocalDirectoryStore):
-                size, sha256, meta = await self._restore_in_place(launch, store, source.key)
-            else:
-                size, sha256, meta = await self._restore_fetched(launch, store, source.key, member_dir)
-        except StoreNotFound as exc:
-            raise RestoreFailed(f"backup {source.key} not found in {source.store.describe()}: {exc}") from exc
-        except StoreError as exc:
-            raise RestoreFailed(f"backup {source.key} could not be read: {exc}") from exc
+            with store_errors_fail_the_restore(store_spec, key):
+                if isinstance(store, LocalDirectoryStore):
+                    size, sha256, meta = await self._restore_in_place(launch, store, key)
+                else:
+                    size, sha256, meta = await self._restore_fetched(launch, store, key, member_dir)
         finally:
             await store.aclose()
-        kv_hash = meta.get("hashKV")
-        revision = meta.get("revision")
-        if not isinstance(kv_hash, int) or not isinstance(revision, int):
-            return Restored(source.key, size, sha256)
-        return Restored(source.key, size, sha256, revision, kv_hash)
+        return restored(key, size, sha256, meta)
 
     async def _restore_fetched(
         self, launch: MemberLaunch, store: ObjectStore, key: str, member_dir: Path
@@ -78,7 +69,7 @@ class LocalRestorer:
         snapshot = member_dir / "restore.db"
         try:
             size, sha256 = await _fetch(store, key, snapshot)
-            meta = await _check_against_metadata(store, key, sha256)
+            meta = await check_against_metadata(store, key, sha256)
             await self._etcdutl_restore(launch, snapshot)
         finally:
             snapshot.unlink(missing_ok=True)
@@ -108,7 +99,7 @@ class LocalRestorer:
                 (e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)), group
             ) from None
         size, sha256 = hashed[0]
-        return size, sha256, await _check_against_metadata(store, key, sha256)
+        return size, sha256, await check_against_metadata(store, key, sha256)
 
     async def _restore_to_revision(
         self, launch: MemberLaunch, source: RestoreSpec, member_dir: Path
@@ -121,7 +112,7 @@ class LocalRestorer:
         try:
             plan = await plan_point_in_time(store, source.key, source.revision)
             size, sha256 = await _fetch(store, plan.snapshot_key, snapshot)
-            await _check_against_metadata(store, plan.snapshot_key, sha256)
+            await check_against_metadata(store, plan.snapshot_key, sha256)
         except StoreError as exc:
             raise RestoreFailed(f"backup {source.key} could not be read: {exc}") from exc
         finally:

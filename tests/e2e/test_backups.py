@@ -6,11 +6,13 @@ EtcdBackup) and a scheduled one; the operator verifies each in a pod on the clus
 image (restored, served alone, HashKV compared with the source's); then a new cluster restored
 from the on-demand one (spec.restore.backupName) and the delta backups after it
 (spec.backup.deltaPeriod), to a revision between later writes (spec.restore.revision), holds
-exactly the keys of that revision; the delta chain is verified as written, in a pod too.
+exactly the keys of that revision, and another restored from the scheduled backup's store and
+key as it is holds its keys at its revision; the delta chain is verified as written, in a pod too.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import time
@@ -186,19 +188,28 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
 
     restored = etcd_cluster("restored", e2e_cluster.etcd_version, tls=True)
     restored["spec"]["restore"] = {"backupName": "before-restore", "revision": target}
-    e2e_cluster.apply([restored], namespace=ns)
-    wait_for(
-        "EtcdCluster restored Running with 3 members",
-        lambda: (
-            (st := status(e2e_cluster, ns, "restored")).get("phase") == "Running"
-            and st.get("readyReplicas") == 3
-        ),
-        240,
-        poll=1.0,
-    )
+    # And a restore of the scheduled backup as it is, named by store and key (no deltas): one
+    # member is enough, since the restore is the seed's.
+    from_key = etcd_cluster("from-key", e2e_cluster.etcd_version, tls=True)
+    from_key["spec"] |= {"size": 1, "restore": {"store": s3_store(s3), "key": last["key"]}}
+    e2e_cluster.apply([restored, from_key], namespace=ns)
+    for name, size in (("restored", 3), ("from-key", 1)):
+        wait_for(
+            f"EtcdCluster {name} Running with {size} members",
+            lambda name=name, size=size: (
+                (st := status(e2e_cluster, ns, name)).get("phase") == "Running"
+                and st.get("readyReplicas") == size
+            ),
+            240,
+            poll=1.0,
+        )
+    got = json.loads(etcdctl(e2e_cluster, ns, "from-key", tmp_path, "get", "--prefix", "/app/", "-w", "json"))
+    assert {
+        base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode() for kv in got["kvs"]
+    } == KEYS
+    assert int(got["header"]["revision"]) == last["revision"]
+    assert "RestoredFromBackup" in event_reasons(e2e_cluster, ns, "from-key")
     got = json.loads(etcdctl(e2e_cluster, ns, "restored", tmp_path, "get", "--prefix", "/app/", "-w", "json"))
-    import base64
-
     kvs = {
         base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode()
         for kv in got.get("kvs") or []
