@@ -33,6 +33,7 @@ from actors.model import (
 )
 from actors.ports import MemberChanged
 from supervisor.kube import manifests as m
+from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError, KubeUnavailable, is_conflict, is_not_found
 from supervisor.kube.start_gate import open_gate
@@ -280,8 +281,12 @@ class KubeRuntime:
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         ensure_every: float = ENSURE_EVERY,
         helper_image: str | None = None,
+        nudge_after: float = nudge.NUDGE_AFTER,
     ) -> None:
         self._client = client
+        # While run() runs: where new pods are watched for being set aside (pod_nudge.py).
+        self._background: trio.Nursery | None = None
+        self._nudge_after = nudge_after
         # The operator's own image, for warm pods' start gate (warm_members.py); looked up from
         # this operator's pod when not given, and no warm pods when it cannot be known.
         self._helper_image = helper_image
@@ -463,13 +468,39 @@ class KubeRuntime:
         """Create the member's pod; False when one of that name exists already."""
         pod = m.member_pod(owner, launch, consecutive_failures=failures, cluster_domain=self._cluster_domain)
         try:
-            await self._client.create(m.core_path(launch.cluster.namespace, "pods"), pod)
+            made = await self._client.create(m.core_path(launch.cluster.namespace, "pods"), pod)
         except KubeError as exc:
             if is_conflict(exc):
                 return False
             raise
+        self._watch_set_aside(made)
         log.info("started member %s of %s (consecutive failures %d)", launch.name, launch.cluster, failures)
         return True
+
+    def _watch_set_aside(self, pod: Obj) -> None:
+        if self._background is not None:
+            path = m.core_path(str(_meta(pod).get("namespace")), "pods", str(_meta(pod).get("name")))
+            self._background.start_soon(self._nudge_while_set_aside, path, str(_meta(pod).get("uid")))
+
+    async def _nudge_while_set_aside(self, path: str, uid: str) -> None:
+        """Wake the kubelet for a new pod it may have set aside (pod_nudge.py)."""
+        for count in range(1, nudge.NUDGES + 1):
+            await trio.sleep(self._nudge_after)
+            try:
+                pod = await self._client.get_or_none(path)
+                if nudge.settled(pod, uid):
+                    return
+                assert pod is not None
+                if nudge.set_aside(pod):  # else not scheduled yet: the scheduler's to retry
+                    await self._client.merge_patch(path, nudge.nudge_patch(count))
+                    log.info(
+                        "nudged %s: on its node for %.0f s without an address",
+                        path,
+                        count * self._nudge_after,
+                    )
+            except KubeError as exc:  # a head start only: the kubelet retries by itself
+                log.info("%s not nudged: %s", path, exc)
+                return
 
     # --- warm pods (warm_members.py) ------------------------------------------------------------
 
@@ -506,32 +537,37 @@ class KubeRuntime:
             await self._client.create(
                 m.core_path(ns, "persistentvolumeclaims"), warm.warm_claim(owner, ahead)
             )
-            await self._client.create(m.core_path(ns, "pods"), pod)
+            made = await self._client.create(m.core_path(ns, "pods"), pod)
         except KubeError as exc:
             if not is_conflict(exc):  # a conflict: made ahead by an earlier start already
                 log.info("no warm pod for %s of %s: %s", ahead.name, owner.ref, exc)
             return
+        self._watch_set_aside(made)
         log.info("made a warm pod for %s of %s", ahead.name, owner.ref)
 
     async def _adopt_warm_pod(self, owner: m.Owner, launch: MemberLaunch, pod: Obj) -> bool:
         """Take the warm pod as this member's and open its gate, if it was made for exactly this
-        launch and its gate listens; False when it cannot be used (the caller replaces it)."""
+        launch and its gate listens; False when it cannot be used (the caller replaces it).
+
+        Adopted first, then waited for: the kubelet may have given the pod up for a while (a
+        claim it read as not yet bound fails the pod's sync, retried only after about 10 s), and
+        any update of the pod makes it sync again at once."""
         wanted = m.member_pod(owner, launch, consecutive_failures=0, cluster_domain=self._cluster_domain)
         if not warm.made_for(pod, wanted):
             return False
         path = m.core_path(launch.cluster.namespace, "pods", launch.name)
+        pod = await self._client.merge_patch(path, warm.adoption_patch(launch.cluster, launch.name))
         gate = await self._gate_when_listening(path, pod)
-        if gate is None:
-            return False
-        await self._client.merge_patch(path, warm.adoption_patch(launch.cluster, launch.name))
-        if not await open_gate(*gate):
+        if gate is None or not await open_gate(*gate):
             return False
         log.info("started member %s of %s in its warm pod", launch.name, launch.cluster)
         return True
 
     async def _gate_when_listening(self, path: str, pod: Obj) -> tuple[str, str] | None:
         """The warm pod's gate, waiting for it while the pod is still being set up on its node
-        (that is the head start it already has); None if it is not there within WARM_SETUP."""
+        (that is the head start it already has); None if it is not there within WARM_SETUP, or
+        the pod is gone or replaced meanwhile."""
+        uid = _meta(pod).get("uid")
         with trio.move_on_after(warm.WARM_SETUP):
             while True:
                 gate = warm.gate_of(pod)
@@ -541,7 +577,7 @@ class KubeRuntime:
                     return None
                 await trio.sleep(min(self._poll, 0.1))
                 found = await self._client.get_or_none(path)
-                if found is None or not warm.is_warm(found):
+                if found is None or _meta(found).get("uid") != uid:
                     return None
                 pod = found
         return None
@@ -750,8 +786,12 @@ class KubeRuntime:
         self.watchers = watchers
         send, recv = trio.open_memory_channel[WatchEvent](64)
         async with trio.open_nursery() as nursery:
-            await nursery.start(run_watchers, watchers, send)
-            task_status.started()
-            async with recv:
-                async for event in recv:
-                    self.dispatch(event)
+            self._background = nursery
+            try:
+                await nursery.start(run_watchers, watchers, send)
+                task_status.started()
+                async with recv:
+                    async for event in recv:
+                        self.dispatch(event)
+            finally:
+                self._background = None

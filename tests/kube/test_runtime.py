@@ -7,6 +7,7 @@ write pod status through pods/status as admin) and check what the runtime reads 
 from __future__ import annotations
 
 import base64
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from cryptography import x509
 from actors.errors import RuntimeRefused, StepFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
 from supervisor.kube import manifests as m
+from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
@@ -422,6 +424,68 @@ async def test_pods_made_ahead_are_made_in_the_order_their_members_come(
         # revision of the write: it orders the creations.
         in_order = sorted(made, key=lambda pod: int(pod["metadata"]["resourceVersion"]))
         assert [pod["metadata"]["name"] for pod in in_order] == ["ahead-1", "ahead-2", "ahead-3", "ahead-4"]
+
+
+async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """A kubelet that read a warm pod's claim as not yet bound gives the pod up, and tries again
+    only about 10 s later; an update of the pod makes it try at once. Adopting the pod (its new
+    labels) is that update, so it comes before the wait for the pod's address and gate, not
+    after. No kubelet runs here: the pod never gets an address, as one given up would not."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "early")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "early")
+        runtime = KubeRuntime(op, helper_image="example.test/etcd-supervisor:1", poll_interval=0.1)
+        spec = ClusterSpec(size=3)
+        seed = launch_for(ref, "early-0", await runtime.allocate_member(ref, "early-0", spec), spec)
+        await runtime.start_member(seed)  # and makes early-1's warm pod
+        learner = warm.next_launch(seed, cluster_domain=m.DEFAULT_CLUSTER_DOMAIN)
+        assert learner is not None and learner.name == "early-1"
+        assert await runtime.allocate_member(ref, "early-1", spec) == learner.urls
+        path = m.core_path(ns, "pods", "early-1")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.start_member, learner)
+            with trio.fail_after(5):  # the wait for the gate lasts warm.WARM_SETUP (10 s)
+                while warm.is_warm(pod := await admin.get(path)):
+                    await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+        assert pod["metadata"]["labels"] == m.member_labels(ref, "early-1")
+        assert not (pod.get("status") or {}).get("podIP")
+
+
+async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_one(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """pod_nudge.py: the kubelet tries a pod whose first sync failed again only about 10 s
+    later, unless the pod is updated meanwhile. No kubelet runs here: the test binds the pod to
+    a node (as the scheduler would) and later gives it an address (as the kubelet would)."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "nudged")
+    spec = ClusterSpec(tls_enabled=False)
+
+    def nudges(pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("annotations") or {}).get(nudge.ANNOTATION_NUDGED)
+
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin), trio.open_nursery() as nursery:
+        await create_cluster(admin, ns, "nudged", security={"tls": {"enabled": False}})
+        runtime = KubeRuntime(op, nudge_after=0.3)
+        await nursery.start(functools.partial(runtime.run, namespaces=[ns]))
+        urls = await runtime.allocate_member(ref, "nudged-0", spec)
+        await runtime.start_member(launch_for(ref, "nudged-0", urls, spec))
+        path = m.core_path(ns, "pods", "nudged-0")
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "nudged-0"}}
+        await admin.create(f"{path}/binding", {**binding, "target": {"kind": "Node", "name": "node-a"}})
+        with trio.fail_after(5):
+            while nudges(pod := await admin.get(path)) is None:
+                await trio.sleep(0.05)
+        assert nudges(pod) == "1"
+        pod["status"] = {**(pod.get("status") or {}), "podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.9"}]}
+        await admin.replace(f"{path}/status", pod)
+        await trio.sleep(1.0)  # three more rounds, were it still without an address
+        assert nudges(await admin.get(path)) == "1"
+        nursery.cancel_scope.cancel()
 
 
 async def test_the_finalizer_is_added_over_a_status_written_in_between(

@@ -1,0 +1,38 @@
+"""Which new pods are nudged (supervisor/kube/pod_nudge.py): pure decisions on pod objects."""
+
+from typing import Any
+
+from supervisor.kube.pod_nudge import nudge_patch, set_aside, settled
+
+
+def pod(
+    *, uid: str = "u1", node: str | None = "node-a", ip: str | None = None, deleting: bool = False
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "demo-0", "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-24T03:00:00Z"
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node} if node else {},
+        "status": {"podIP": ip} if ip else {},
+    }
+
+
+def test_a_pod_on_its_node_without_an_address_is_set_aside():
+    assert set_aside(pod())
+    assert not set_aside(pod(node=None))  # not scheduled: the scheduler retries by itself
+    assert not set_aside(pod(ip="10.0.0.9"))
+    assert not set_aside(pod(deleting=True))
+
+
+def test_nudging_ends_once_the_pod_has_its_address_or_is_no_longer_the_same_pod():
+    assert not settled(pod(), "u1")
+    assert not settled(pod(node=None), "u1")
+    assert settled(pod(ip="10.0.0.9"), "u1")
+    assert settled(pod(deleting=True), "u1")
+    assert settled(pod(uid="u2"), "u1")  # replaced by a pod of the same name
+    assert settled(None, "u1")
+
+
+def test_each_nudge_writes_a_new_value():
+    assert nudge_patch(1) != nudge_patch(2)
