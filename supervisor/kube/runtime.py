@@ -202,6 +202,25 @@ def pod_last_error(pod: Mapping[str, Any] | None) -> str:
     return lines[-1][:300] if lines else str(terminated.get("reason") or "")
 
 
+def pod_exit_tail(pod: Mapping[str, Any]) -> str:
+    """The whole termination message of the etcd container (the log's tail, at most the
+    kubelet's 2 KiB), indented for a log line; "" when it left none."""
+    message = str(m.etcd_state(pod, "terminated").get("message") or "").strip()
+    return "".join(f"\n    {line}" for line in message.splitlines() if line.strip())
+
+
+def _log_exit(launch: MemberLaunch, pod: Obj) -> None:
+    """Status and Events keep one line of why etcd exited; the pod, and the rest of its log's
+    tail with it, goes now. The operator's log keeps all of it for whoever asks why later."""
+    log.warning(
+        "member %s of %s exited with code %s; its log ended:%s",
+        launch.name,
+        launch.cluster,
+        pod_exit_code(pod),
+        pod_exit_tail(pod) or " (no termination message)",
+    )
+
+
 def _claim_has_data(claim: Mapping[str, Any] | None) -> bool:
     """A claim exists (bound or still waiting for a volume), is not going away, and is not
     marked as a restore's target: a restore cut short (the operator died) left no usable data."""
@@ -458,6 +477,7 @@ class KubeRuntime:
                 return  # already starting or running
             if not _meta(pod).get("deletionTimestamp"):
                 failures = failures_after(pod)
+                _log_exit(launch, pod)
                 # It has exited; nothing to wait for, so no grace period.
                 await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
             await self._wait_pod_gone(pod_path, str(_meta(pod).get("uid")))
@@ -480,27 +500,9 @@ class KubeRuntime:
     def _watch_set_aside(self, pod: Obj) -> None:
         if self._background is not None:
             path = m.core_path(str(_meta(pod).get("namespace")), "pods", str(_meta(pod).get("name")))
-            self._background.start_soon(self._nudge_while_set_aside, path, str(_meta(pod).get("uid")))
-
-    async def _nudge_while_set_aside(self, path: str, uid: str) -> None:
-        """Wake the kubelet for a new pod it may have set aside (pod_nudge.py)."""
-        for count in range(1, nudge.NUDGES + 1):
-            await trio.sleep(self._nudge_after)
-            try:
-                pod = await self._client.get_or_none(path)
-                if nudge.settled(pod, uid):
-                    return
-                assert pod is not None
-                if nudge.set_aside(pod):  # else not scheduled yet: the scheduler's to retry
-                    await self._client.merge_patch(path, nudge.nudge_patch(count))
-                    log.info(
-                        "nudged %s: on its node for %.0f s without an address",
-                        path,
-                        count * self._nudge_after,
-                    )
-            except KubeError as exc:  # a head start only: the kubelet retries by itself
-                log.info("%s not nudged: %s", path, exc)
-                return
+            uid = str(_meta(pod).get("uid"))
+            watch = functools.partial(nudge.nudge_while_set_aside, every=self._nudge_after)
+            self._background.start_soon(watch, self._client, path, uid)
 
     # --- warm pods (warm_members.py) ------------------------------------------------------------
 

@@ -37,6 +37,7 @@ from supervisor.etcd.head_hash import hash_at_head
 from supervisor.etcd.replay import replaying, wait_serving
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
+from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import snapshot_pods as pods
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.secret_tls import TlsFilesFor
@@ -97,13 +98,18 @@ async def _delete_stale(client: KubeClient, ref: ClusterRef, component: str) -> 
 
 @contextlib.asynccontextmanager
 async def open_snapshot_pod(client: KubeClient, ref: ClusterRef, pod: Obj) -> AsyncIterator[str]:
-    """Create `pod`, yield its name once it exists; delete it however the block ends."""
+    """Create `pod`, yield its name once it exists; delete it however the block ends. While
+    the block runs, a pod the kubelet set aside is nudged (pod_nudge.py): a restore pod mounts
+    the seed's new claim, and its first sync can fail on it as a member pod's can."""
     name = pod["metadata"]["name"]
     path = m.core_path(ref.namespace, "pods", name)
     await _delete_stale(client, ref, pod["metadata"]["labels"][m.LABEL_COMPONENT])
-    await client.create(m.core_path(ref.namespace, "pods"), pod)
+    made = await client.create(m.core_path(ref.namespace, "pods"), pod)
     try:
-        yield name
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(nudge.nudge_while_set_aside, client, path, str(made["metadata"]["uid"]))
+            yield name
+            nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True), trio.move_on_after(30):
             await client.delete_if_exists(path, grace_period_seconds=0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
+from supervisor.kube.snapshot_pods import snapshot_pod_labels
+from supervisor.kube.snapshots import open_snapshot_pod
 from tests.harness.kube import KubeAPIServer
 from tests.kube.clients import clients
 
@@ -49,7 +52,9 @@ def launch_for(ref: ClusterRef, name: str, urls: Any, spec: ClusterSpec) -> Memb
     )
 
 
-async def play_kubelet(admin: KubeClient, ns: str, pod: str, *, phase: str, ready: bool) -> None:
+async def play_kubelet(
+    admin: KubeClient, ns: str, pod: str, *, phase: str, ready: bool, message: str = ""
+) -> None:
     path = m.core_path(ns, "pods", pod)
     obj = await admin.get(path)
     terminated = phase in ("Failed", "Succeeded")
@@ -66,6 +71,7 @@ async def play_kubelet(admin: KubeClient, ns: str, pod: str, *, phase: str, read
                 "state": {
                     "terminated": {
                         "exitCode": 1 if phase == "Failed" else 0,
+                        "message": message,
                         "startedAt": "2025-01-01T00:00:00Z",
                         "finishedAt": "2025-01-01T00:00:03Z",
                     }
@@ -249,7 +255,10 @@ async def test_image_families_get_their_own_configuration(
 
 
 async def test_stop_keeps_the_claim_restart_reuses_it_delete_removes_it(
-    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+    kube_apiserver: KubeAPIServer,
+    operator_kubeconfig: Path,
+    kube_namespace: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     ns = kube_namespace
     ref = ClusterRef(ns, "gamma")
@@ -274,12 +283,17 @@ async def test_stop_keeps_the_claim_restart_reuses_it_delete_removes_it(
         assert pod["metadata"]["uid"] != first_uid
         assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == "gamma-0-data"
 
-        # A crashed pod is replaced, and the crash is counted on its successor.
-        await play_kubelet(admin, ns, "gamma-0", phase="Failed", ready=False)
+        # A crashed pod is replaced, and the crash is counted on its successor. Its whole
+        # log tail goes to the operator's log first: the status keeps only the last line.
+        tail = "dialing the seed\ndiscovery failed\n"
+        await play_kubelet(admin, ns, "gamma-0", phase="Failed", ready=False, message=tail)
         (member,) = await runtime.list_members(ref)
         assert member.state is ProcessState.EXITED and member.exit_code == 1
-        assert member.consecutive_failures == 1
-        await runtime.start_member(launch)
+        assert member.consecutive_failures == 1 and member.last_error == "discovery failed"
+        with caplog.at_level(logging.WARNING, logger="supervisor.kube.runtime"):
+            await runtime.start_member(launch)
+        (exit_line,) = [r.getMessage() for r in caplog.records if "exited with code 1" in r.getMessage()]
+        assert exit_line.endswith("its log ended:\n    dialing the seed\n    discovery failed")
         pod = await admin.get(m.core_path(ns, "pods", "gamma-0"))
         assert pod["metadata"]["annotations"][m.ANNOTATION_FAILURES] == "1"
         assert (await runtime.list_members(ref))[0].state is ProcessState.STARTING
@@ -486,6 +500,33 @@ async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_o
         await trio.sleep(1.0)  # three more rounds, were it still without an address
         assert nudges(await admin.get(path)) == "1"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_snapshot_pod_set_aside_is_nudged_while_it_is_in_use(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """A restore's pod mounts the seed's new claim, so its first sync can fail as a member
+    pod's can (pod_nudge.py): open_snapshot_pod nudges it while its block runs, and deletes it
+    after. Bound to a node by the test, as the scheduler would; it never gets an address."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "restoring")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "restoring-restore-1", "labels": snapshot_pod_labels(ref, "restore")},
+        "spec": {"containers": [{"name": "restore", "image": "etcd:test"}]},
+    }
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        async with open_snapshot_pod(op, ref, pod) as name:
+            path = m.core_path(ns, "pods", name)
+            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
+            await admin.create(f"{path}/binding", {**binding, "target": {"kind": "Node", "name": "node-a"}})
+            with trio.fail_after(nudge.NUDGE_AFTER + 5):
+                while nudge.ANNOTATION_NUDGED not in (
+                    (await admin.get(path))["metadata"].get("annotations") or {}
+                ):
+                    await trio.sleep(0.1)
+        assert await admin.get_or_none(path) is None
 
 
 async def test_the_finalizer_is_added_over_a_status_written_in_between(
