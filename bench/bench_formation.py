@@ -43,18 +43,15 @@ import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.node_operator import operator_on_node
 from tests.e2e.cluster import Cluster
 from tests.e2e.formation import (
     StaticTimes,
     assert_no_member_failed,
     form_cluster,
-    run_operator,
     time_static_cluster,
     twin_members,
 )
-from tests.harness import images
-from tests.harness.components import MissingComponent
-from tests.harness.node import ROOT, open_node
 
 TARGET = 1.5
 
@@ -169,36 +166,20 @@ def main() -> None:
         help="run the operator without its image (no warm member pods), as from a laptop",
     )
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("bench_formation: skipped, the built-in node needs root")
-        return
-    try:
-        node_context = open_node()
-        node = node_context.__enter__()
-    except MissingComponent as exc:
-        print(f"bench_formation: skipped, {exc} (make setup builds the node)")
-        return
-    try:
-        archive, version = images.etcd_archive(ROOT / "images")
-        node.import_image(archive)
-        helper = None
-        if not args.no_warm_pods:  # in-cluster, the operator knows its own image
-            node.import_image(images.operator_archive(ROOT / "images"))
-            helper = images.OPERATOR_IMAGE
-        cluster = Cluster(node.kubeconfig, version, node)
-        samples = []
-        log = ROOT / "logs" / "operator-bench.log"
-        with run_operator(cluster, None, ROOT / "operator", log, helper_image=helper):
-            for i in range(args.runs):
-                one = sample(cluster, i)
-                print(
-                    f"  run {i + 1}: EtcdCluster TLS {one.tls:.2f} s, plain {one.plain:.2f} s; "
-                    f"static Ready {one.static.ready:.2f} s, serving {one.static.serving:.2f} s; "
-                    f"twins Ready TLS {one.twin_tls.ready:.2f} s, plain {one.twin_plain.ready:.2f} s"
-                )
-                samples.append(one)
-    finally:
-        node_context.__exit__(None, None, None)
+    samples: list[Sample] = []
+    warm_pods = not args.no_warm_pods
+    with operator_on_node("bench_formation", "operator-bench.log", warm_pods=warm_pods) as cluster:
+        if cluster is None:
+            return
+        version = cluster.etcd_version
+        for i in range(args.runs):
+            one = sample(cluster, i)
+            print(
+                f"  run {i + 1}: EtcdCluster TLS {one.tls:.2f} s, plain {one.plain:.2f} s; "
+                f"static Ready {one.static.ready:.2f} s, serving {one.static.serving:.2f} s; "
+                f"twins Ready TLS {one.twin_tls.ready:.2f} s, plain {one.twin_plain.ready:.2f} s"
+            )
+            samples.append(one)
 
     print(f"formation on the built-in node, etcd {version}, {args.runs} alternating runs")
     print(f"  (machine: {os.cpu_count()} cores, shared and noisy: compare the ratio, not the seconds)")

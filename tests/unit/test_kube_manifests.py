@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 
 import attrs
 import pytest
@@ -168,6 +169,19 @@ def test_official_pod_uses_flags_and_its_own_dns_name() -> None:
     # Members never call the API (no token mounted), and get no ETCD_*-looking Service variables.
     assert pod_spec["automountServiceAccountToken"] is False
     assert pod_spec["enableServiceLinks"] is False
+
+
+def test_every_name_a_member_resolves_is_looked_up_as_it_is_first() -> None:
+    """The pod's ndots is at most the dots in every host name in its etcd flags, so the
+    resolver asks for each as written before any search-list suffix (two queries, not eight),
+    and a lost answer is retried after 1 s: a joining member's membership fetch has ~2 s."""
+    spec = ClusterSpec(tls_enabled=True)
+    for domain in ("cluster.local", "k8s"):  # the default and a short one a user may set
+        pod = m.member_pod(OWNER, launch(spec, cluster_domain=domain), cluster_domain=domain)
+        options = {o["name"]: o["value"] for o in pod["spec"]["dnsConfig"]["options"]}
+        hosts = re.findall(r"https?://([^:/,]+)", " ".join(pod["spec"]["containers"][0]["args"]))
+        assert hosts and all(h.count(".") >= int(options["ndots"]) for h in hosts), hosts
+        assert int(options["timeout"]) == 1 and int(options["attempts"]) >= 2
 
 
 def test_bitnami_pod_gets_exactly_the_required_environment_and_a_tcp_probe() -> None:
