@@ -7,10 +7,12 @@ bound"; seen in about one bootstrap in twenty on the built-in node). A bootstrap
 would wait those 10 s. Any update of the pod makes the kubelet sync it again at once, so a
 new pod that is on its node but has no address NUDGE_AFTER seconds later gets an annotation
 written, every NUDGE_AFTER seconds, at most NUDGES times. A pod that is only slow loses
-nothing by it: the kubelet syncs it once more. Member pods (runtime.py) and snapshot pods
-(snapshots.py: a restore's pod mounts the seed's new claim) are watched alike.
+nothing by it: the kubelet syncs it once more. Member pods are watched by
+`nudge_while_set_aside` (hosted by runtime.py); snapshot pods are nudged by the loop that
+polls them anyway (snapshots.py: a restore's pod mounts the seed's new claim).
 
-`settled`, `set_aside` and `nudge_patch` decide, pure; `nudge_while_set_aside` reads and writes.
+`settled`, `set_aside`, `nudge_patch` and `NudgeSchedule` decide, pure; `nudge_if_due` and
+`nudge_while_set_aside` read and write.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from supervisor.kube.client import KubeClient, KubeError
@@ -49,20 +52,51 @@ def nudge_patch(count: int) -> dict[str, Any]:
     return {"metadata": {"annotations": {ANNOTATION_NUDGED: str(count)}}}
 
 
+@attrs.define
+class NudgeSchedule:
+    """When a new pod made at `made_at` is due its next nudge: `every` seconds after it was
+    made, and every `every` seconds after that, while it is set aside; NUDGES times at most."""
+
+    made_at: float
+    every: float = NUDGE_AFTER
+    count: int = 0  # nudges written so far
+
+    def due(self, pod: Mapping[str, Any], now: float) -> bool:
+        waited = now - self.made_at
+        return self.count < NUDGES and set_aside(pod) and waited >= (self.count + 1) * self.every
+
+
+async def nudge_if_due(
+    client: KubeClient, path: str, pod: Mapping[str, Any], schedule: NudgeSchedule
+) -> None:
+    """Nudge the pod at `path` when its schedule says so. A refused write loses only a head
+    start: the kubelet retries by itself."""
+    now = trio.current_time()
+    if not schedule.due(pod, now):
+        return
+    schedule.count += 1
+    try:
+        await client.merge_patch(path, nudge_patch(schedule.count))
+    except KubeError as exc:
+        log.info("%s not nudged: %s", path, exc)
+        return
+    log.info("nudged %s: on its node for %.0f s without an address", path, now - schedule.made_at)
+
+
 async def nudge_while_set_aside(
     client: KubeClient, path: str, uid: str, *, every: float = NUDGE_AFTER
 ) -> None:
-    """Wake the kubelet for the new pod at `path` (with `uid`) while it may have set it aside."""
-    for count in range(1, NUDGES + 1):
+    """Watch the new pod at `path` (with `uid`), nudging it while it is set aside; for a pod
+    nobody else polls (member pods: KubeRuntime.run() hosts this). Pollers call nudge_if_due."""
+    schedule = NudgeSchedule(trio.current_time(), every)
+    for _ in range(NUDGES):
         await trio.sleep(every)
         try:
             pod = await client.get_or_none(path)
-            if settled(pod, uid):
-                return
-            assert pod is not None
-            if set_aside(pod):  # else not scheduled yet: the scheduler's to retry
-                await client.merge_patch(path, nudge_patch(count))
-                log.info("nudged %s: on its node for %.0f s without an address", path, count * every)
-        except KubeError as exc:  # a head start only: the kubelet retries by itself
-            log.info("%s not nudged: %s", path, exc)
+        except KubeError as exc:
+            log.info("%s not looked at for a nudge: %s", path, exc)
             return
+        if settled(pod, uid):
+            return
+        assert pod is not None
+        await nudge_if_due(client, path, pod, schedule)

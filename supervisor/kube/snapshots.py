@@ -98,18 +98,13 @@ async def _delete_stale(client: KubeClient, ref: ClusterRef, component: str) -> 
 
 @contextlib.asynccontextmanager
 async def open_snapshot_pod(client: KubeClient, ref: ClusterRef, pod: Obj) -> AsyncIterator[str]:
-    """Create `pod`, yield its name once it exists; delete it however the block ends. While
-    the block runs, a pod the kubelet set aside is nudged (pod_nudge.py): a restore pod mounts
-    the seed's new claim, and its first sync can fail on it as a member pod's can."""
+    """Create `pod`, yield its name once it exists; delete it however the block ends."""
     name = pod["metadata"]["name"]
     path = m.core_path(ref.namespace, "pods", name)
     await _delete_stale(client, ref, pod["metadata"]["labels"][m.LABEL_COMPONENT])
-    made = await client.create(m.core_path(ref.namespace, "pods"), pod)
+    await client.create(m.core_path(ref.namespace, "pods"), pod)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(nudge.nudge_while_set_aside, client, path, str(made["metadata"]["uid"]))
-            yield name
-            nursery.cancel_scope.cancel()
+        yield name
     finally:
         with trio.CancelScope(shield=True), trio.move_on_after(30):
             await client.delete_if_exists(path, grace_period_seconds=0)
@@ -142,9 +137,12 @@ def _trouble(pod: Mapping[str, Any]) -> str | None:
     return str(status.get("reason") or status.get("message") or "failed")
 
 
-async def _wait_pod(client: KubeClient, path: str, ready: Callable[[Obj], Any]) -> Any:
-    """Poll the pod until ready(pod) is truthy (returned); SnapshotPodFailed when it cannot be."""
+async def wait_for_pod(client: KubeClient, path: str, ready: Callable[[Obj], Any]) -> Any:
+    """Poll the pod until ready(pod) is truthy (returned); SnapshotPodFailed when it cannot be.
+    A new pod the kubelet set aside is nudged meanwhile (pod_nudge.py): a restore's pod mounts
+    the seed's new claim, and its first sync can fail on it as a member pod's can."""
     name = path.rsplit("/", 1)[-1]
+    schedule = nudge.NudgeSchedule(trio.current_time())
     with trio.move_on_after(POD_TIMEOUT):
         while True:
             pod = await client.get(path)
@@ -154,6 +152,7 @@ async def _wait_pod(client: KubeClient, path: str, ready: Callable[[Obj], Any]) 
             found = ready(pod)
             if found:
                 return found
+            await nudge.nudge_if_due(client, path, pod, schedule)
             await trio.sleep(POLL)
     raise SnapshotPodFailed(f"pod {name} did not get there in {POD_TIMEOUT:.0f}s")
 
@@ -165,7 +164,7 @@ def _pod_ip(pod: Mapping[str, Any]) -> str | None:
 async def _push(
     client: KubeClient, path: str, token: str, snapshot: AsyncIterable[bytes], tls: TlsFiles | None
 ) -> Received:
-    ip = await _wait_pod(client, path, _pod_ip)
+    ip = await wait_for_pod(client, path, _pod_ip)
     context = client_tls(tls.ca_file) if tls is not None and tls.ca_file is not None else None
     try:
         return await push_snapshot(ip, token, snapshot, tls=context, server_name=POD_SERVER_NAME)
@@ -205,7 +204,7 @@ class KubeVerifier:
         async with open_snapshot_pod(self._client, self._ref, pod) as name:
             path = m.core_path(self._ref.namespace, "pods", name)
             await _push(self._client, path, token, snapshot, tls)
-            ip = await _wait_pod(self._client, path, _running_ip)
+            ip = await wait_for_pod(self._client, path, _running_ip)
             with trio.fail_after(POD_TIMEOUT):
                 if tls is None:
                     return await hash_at_head(f"http://{ip}:{m.CLIENT_PORT}")
@@ -328,7 +327,7 @@ class KubeRestorer:
         async with open_snapshot_pod(self._client, ref, pod) as name:
             path = m.core_path(ref.namespace, "pods", name)
             yield path, token
-            await _wait_pod(self._client, path, _succeeded)
+            await wait_for_pod(self._client, path, _succeeded)
         await _mark_restoring(self._client, claim, None)
 
 
@@ -358,7 +357,7 @@ async def replayed_scratch(
     async with open_snapshot_pod(client, ref, pod) as scratch:
         path = m.core_path(ref.namespace, "pods", scratch)
         fetched = await _push(client, path, token, snapshot, tls)
-        ip = await _wait_pod(client, path, _running_ip)
+        ip = await wait_for_pod(client, path, _running_ip)
         async with _scratch_client(ip, tls) as (etcd, url):
             with trio.fail_after(POD_TIMEOUT):
                 await wait_serving(etcd)

@@ -24,7 +24,7 @@ from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
 from supervisor.kube.snapshot_pods import snapshot_pod_labels
-from supervisor.kube.snapshots import open_snapshot_pod
+from supervisor.kube.snapshots import open_snapshot_pod, wait_for_pod
 from tests.harness.kube import KubeAPIServer
 from tests.kube.clients import clients
 
@@ -502,12 +502,12 @@ async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_o
         nursery.cancel_scope.cancel()
 
 
-async def test_a_snapshot_pod_set_aside_is_nudged_while_it_is_in_use(
+async def test_a_snapshot_pod_set_aside_is_nudged_while_it_is_waited_for(
     kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
 ) -> None:
     """A restore's pod mounts the seed's new claim, so its first sync can fail as a member
-    pod's can (pod_nudge.py): open_snapshot_pod nudges it while its block runs, and deletes it
-    after. Bound to a node by the test, as the scheduler would; it never gets an address."""
+    pod's can (pod_nudge.py): wait_for_pod nudges it while it polls. Bound to a node by the
+    test, as the scheduler would; it never gets an address, so only the nudge ends the wait."""
     ns = kube_namespace
     ref = ClusterRef(ns, "restoring")
     pod = {
@@ -516,16 +516,17 @@ async def test_a_snapshot_pod_set_aside_is_nudged_while_it_is_in_use(
         "metadata": {"name": "restoring-restore-1", "labels": snapshot_pod_labels(ref, "restore")},
         "spec": {"containers": [{"name": "restore", "image": "etcd:test"}]},
     }
+
+    def nudges(pod: dict[str, Any]) -> str | None:
+        return (pod["metadata"].get("annotations") or {}).get(nudge.ANNOTATION_NUDGED)
+
     async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
         async with open_snapshot_pod(op, ref, pod) as name:
             path = m.core_path(ns, "pods", name)
             binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
             await admin.create(f"{path}/binding", {**binding, "target": {"kind": "Node", "name": "node-a"}})
             with trio.fail_after(nudge.NUDGE_AFTER + 5):
-                while nudge.ANNOTATION_NUDGED not in (
-                    (await admin.get(path))["metadata"].get("annotations") or {}
-                ):
-                    await trio.sleep(0.1)
+                assert await wait_for_pod(op, path, nudges) == "1"
         assert await admin.get_or_none(path) is None
 
 

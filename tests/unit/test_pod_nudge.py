@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from supervisor.kube.pod_nudge import nudge_patch, set_aside, settled
+from supervisor.kube.pod_nudge import NUDGES, NudgeSchedule, nudge_patch, set_aside, settled
 
 
 def pod(
@@ -36,3 +36,16 @@ def test_nudging_ends_once_the_pod_has_its_address_or_is_no_longer_the_same_pod(
 
 def test_each_nudge_writes_a_new_value():
     assert nudge_patch(1) != nudge_patch(2)
+
+
+def test_a_polled_pod_is_due_a_nudge_every_interval_while_set_aside_and_a_few_times_at_most():
+    schedule = NudgeSchedule(made_at=100.0, every=2.0)
+    assert not schedule.due(pod(), 101.9)  # not yet: the kubelet may still be on it
+    assert schedule.due(pod(), 102.0)
+    assert not schedule.due(pod(node=None), 102.0)  # unscheduled: not the kubelet's to retry
+    assert not schedule.due(pod(ip="10.0.0.9"), 102.0)
+    schedule.count = 1
+    assert not schedule.due(pod(), 103.0)  # one interval after the last, not after every poll
+    assert schedule.due(pod(), 104.0)
+    schedule.count = NUDGES
+    assert not schedule.due(pod(), 1000.0)
