@@ -24,7 +24,7 @@ from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
 from supervisor.kube.snapshot_pods import snapshot_pod_labels
-from supervisor.kube.snapshots import open_snapshot_pod, wait_for_pod
+from supervisor.kube.snapshots import SnapshotPodFailed, open_snapshot_pod, wait_for_pod
 from tests.harness.kube import KubeAPIServer
 from tests.kube.clients import clients
 
@@ -528,6 +528,12 @@ async def test_a_snapshot_pod_set_aside_is_nudged_while_it_is_waited_for(
             with trio.fail_after(nudge.NUDGE_AFTER + 5):
                 assert await wait_for_pod(op, path, nudges) == "1"
         assert await admin.get_or_none(path) is None
+        # What fails in the block reaches the caller as itself (the restorers catch these by
+        # type; a task running beside the block would wrap them in an ExceptionGroup).
+        with pytest.raises(SnapshotPodFailed, match="the seed's claim"):
+            async with open_snapshot_pod(op, ref, pod) as name:
+                raise SnapshotPodFailed("the seed's claim is gone")
+        assert await admin.get_or_none(m.core_path(ns, "pods", name)) is None
 
 
 async def test_the_finalizer_is_added_over_a_status_written_in_between(
