@@ -14,7 +14,6 @@ Ratios are baseline seconds ÷ ours (1.0 = as fast; target >= 0.9). Writes bench
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from actors.model import (  # noqa: E402
 from actors.observed import Observed  # noqa: E402
 from actors.store_port import ObjectStore, S3Credentials  # noqa: E402
 from bench.bench_snapshot import fill  # noqa: E402
+from bench.report import write_result  # noqa: E402
 from supervisor.aio import open_asyncio_loop  # noqa: E402
 from supervisor.etcd.admin import EtcdAdminAdapter  # noqa: E402
 from supervisor.local.scratch import ScratchVerifier  # noqa: E402
@@ -226,9 +226,7 @@ def main() -> int:
         finally:
             proc.kill()
             proc.wait()
-    out = REPO / "bench" / "results" / "backup.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_result("backup", results)
     print(f"wrote {out}")
     return 0
 

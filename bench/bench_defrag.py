@@ -25,7 +25,6 @@ operations, so compare several runs.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from actors.cluster import Timing
 from actors.maintenance.actor import defrag_child
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, DefragSpec, MaintenanceSpec
+from bench.report import write_result
 from supervisor.etcd import EtcdError
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import NoSpace
@@ -256,9 +256,7 @@ def main() -> None:
     median = result["nospace_to_accepted_write_median_s"]
     runs = [round(r, 2) for r in recoveries]
     print(f"  NOSPACE refusal -> first accepted write: median {median:.2f} s of {RUNS} runs {runs}")
-    out = Path(__file__).parent / "results" / "defrag.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_result("defrag", result)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -44,6 +43,7 @@ import attrs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.node_operator import operator_on_node
+from bench.report import write_result
 from tests.e2e.cluster import Cluster
 from tests.e2e.formation import (
     StaticTimes,
@@ -190,9 +190,7 @@ def main() -> None:
         "target": TARGET,
     }
     result.update(report(samples))
-    out = Path(__file__).parent / "results" / "formation.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("formation", result)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.node_operator import operator_on_node
+from bench.report import write_result
 from tests.e2e.cluster import Cluster
 from tests.e2e.formation import form_cluster
 from tests.harness.node import LOGS, ROOT
@@ -83,9 +84,7 @@ def main() -> None:
         f"  {result['runs']} runs: median {result['median_s']} s, p90 {result['p90_s']} s, "
         f"slowest {result['max_s']} s; {result['slow']} over {SLOW_FACTOR}x the median"
     )
-    out = Path(__file__).parent / "results" / "formation_tail.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("formation_tail", result)
 
 
 if __name__ == "__main__":

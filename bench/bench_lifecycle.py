@@ -11,7 +11,6 @@ Figures depend on the machine and its load; compare the ratio, not the seconds.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster import Timing
 from actors.model import ClusterRef, ClusterResource, ClusterSpec
-from bench.report import median_line
+from bench.report import median_line, write_result
 from bench.static_etcd import static_cluster, wait_healthy
 from supervisor.local.embedded import is_healthy, open_local_supervisor
 
@@ -120,9 +119,7 @@ def main() -> None:
     print(line("supervised bootstrap", "bootstrap_s", f"{ratio:.2f}x the floor; target <= 2x"))
     print(line("SIGKILL -> healthy", "heal_after_sigkill_s", "target 3 s"))
     print(line("data lost -> replaced", "replace_lost_data_s", "target 10 s"))
-    out = Path(__file__).parent / "results" / "lifecycle.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_result("lifecycle", result)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Both with 2,000 keys written before the loss. Figures depend on the machine and 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -39,7 +38,7 @@ from actors.model import (
     RestoreSpec,
     StoreSpec,
 )
-from bench.report import median_line
+from bench.report import median_line, write_result
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
@@ -161,9 +160,7 @@ def main() -> None:
     print(line("new cluster from backup (reference)", "restore_new_cluster_s"))
     ratio = result["backup_recovery_over_restore"]
     print(line("all lost -> healthy (backup)", "backup_recovery_s", f"{ratio:.2f}x the restore"))
-    out = Path(__file__).parent / "results" / "recovery.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_result("recovery", result)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ Writes bench/results/restore.json. 1 GiB takes a few minutes here; --gib 0.25 fo
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ from actors.model import (  # noqa: E402
 )
 from bench.bench_backup import BIN, MiB, observed_single, start_etcd, wait_healthy  # noqa: E402
 from bench.bench_snapshot import fill  # noqa: E402
+from bench.report import write_result  # noqa: E402
 from bench.static_etcd import free_port  # noqa: E402
 from supervisor.aio import open_asyncio_loop  # noqa: E402
 from supervisor.etcd.admin import EtcdAdminAdapter  # noqa: E402
@@ -197,9 +197,7 @@ def main() -> int:
         f"(ratio {results['restore_step_ratio']:.2f}), all three healthy {medians['all_healthy']:.2f}s "
         f"(ratio {results['all_healthy_ratio']:.2f}): the learners add {results['learners_add_seconds']:.2f}s"
     )
-    out = REPO / "bench" / "results" / "restore.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_result("restore", results)
     print(f"wrote {out}")
     return 0
 

@@ -10,7 +10,6 @@ gives noisy seconds: compare the differences and the ratio, not the absolute fig
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ from actors.model import (
     RestoreSpec,
     StoreSpec,
 )
+from bench.report import write_result
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
@@ -135,9 +135,7 @@ def main() -> None:
         f"  per 10,000 deltas replayed: {per_step:.2f} s (linear: the 20,000 extra is"
         f" {result['twenty_over_ten_thousand_extra']:.2f}x the 10,000 extra)"
     )
-    out = Path(__file__).parent / "results" / "restore_revision.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_result("restore_revision", result)
 
 
 if __name__ == "__main__":

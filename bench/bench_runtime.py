@@ -16,9 +16,10 @@ from pathlib import Path
 
 import trio
 
-from supervisor.runtime import Actor, Reply, Supervisor, actor_child
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-RESULTS = Path(__file__).resolve().parent / "results" / "runtime.json"
+from bench.report import write_result
+from supervisor.runtime import Actor, Reply, Supervisor, actor_child
 
 
 class Sink(Actor[object]):
@@ -125,6 +126,5 @@ async def main() -> dict[str, object]:
 if __name__ == "__main__":
     logging.disable(logging.INFO)  # a start log line per actor would measure logging, not the runtime
     result = trio.run(main)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    write_result("runtime", result)
     print(json.dumps(result, indent=2))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import statistics
@@ -31,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from actors.model import LocalStore, S3Store, StoreSpec  # noqa: E402
 from actors.store_port import ObjectStore, S3Credentials  # noqa: E402
+from bench.report import write_result  # noqa: E402
 from supervisor.stores import open_store  # noqa: E402
 from tests.harness.objstore import S3Server, open_moto_server  # noqa: E402
 
@@ -137,9 +137,7 @@ def main() -> None:
                 lambda i: boto3_upload(server, bucket, source, f"boto3-{i}.db"),
                 args.size_mib,
             )
-    out = REPO / "bench" / "results" / "store.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_result("store", results)
     print(f"wrote {out}")
 
 

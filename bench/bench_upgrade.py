@@ -16,7 +16,6 @@ seconds): compare the ratios.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import statistics
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster import Timing
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, MemberLaunch
-from bench.report import median_line
+from bench.report import median_line, write_result
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
 from tests.harness.etcd_versions import built_or_skip, pinned
@@ -181,9 +180,7 @@ def main() -> None:
     ratio_killed = result["rollout_gap_over_leader_killed_gap"]
     note = f"{ratio:.2f}x the restart's, {ratio_killed:.2f}x the kill's"
     print(line("longest write gap during the rollout", "rollout_gap_s", note))
-    out = Path(__file__).parent / "results" / "upgrade.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_result("upgrade", result)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def median_line(label: str, values: Sequence[float], note: str = "", width: int = 38) -> str:
     """ "  label   1.23 s  [1.01..1.50]  note" """
     spread = f"[{min(values):.2f}..{max(values):.2f}]"
     return f"  {label:<{width}} {statistics.median(values):6.2f} s  {spread:<13} {note}"
+
+
+def write_result(name: str, result: object) -> Path:
+    """Write a bench's figures to bench/results/<name>.json (what CI and notes quote)."""
+    out = Path(__file__).resolve().parent / "results" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    return out
