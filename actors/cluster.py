@@ -30,7 +30,7 @@ from attrs import frozen
 from actors.actions import Action, ActionContext, Step
 from actors.assess import assess
 from actors.backup.health import BackupReport
-from actors.errors import EtcdError, StepFailed
+from actors.errors import EtcdError, NamespaceTerminating, StepFailed
 from actors.holdoff import HoldOff
 from actors.maintenance.board import MaintenanceBoard
 from actors.maintenance.revisions import RevisionSamples, periodic_retention_seconds
@@ -271,6 +271,9 @@ class ClusterActor(Actor[ClusterMessage]):
         self._step_started_at = -math.inf
         # Why a step that fails the cluster (a restore) failed last; cleared by any success.
         self._failure: str | None = None
+        # The namespace is being deleted (a step was refused so): nothing can be made in it any
+        # more, so no step is taken until the cluster goes; the status says why.
+        self._going_away = False
         # The highest store revision any member reported (what a quorum loss may cost beyond
         # the survivor's), and the latest recovery, for the status. Memory: a restarted actor
         # learns the revision again from the members, and the Events keep every recovery.
@@ -336,7 +339,7 @@ class ClusterActor(Actor[ClusterMessage]):
         step = plan(spec, observed, self._planners)
         publish = partial(self._publish, self._assess(desired, observed, step))
         self._feed.publish(observed)
-        if not (isinstance(step, Action) and self._holdoff.allows(trio.current_time())):
+        if self._going_away or not (isinstance(step, Action) and self._holdoff.allows(trio.current_time())):
             await publish()
             return
         ports = self._ports
@@ -461,6 +464,13 @@ class ClusterActor(Actor[ClusterMessage]):
         try:
             with trio.fail_after(step.time_limit or self._timing.call_timeout * 3):
                 await step.execute(ctx)
+        except NamespaceTerminating as exc:
+            self._after_step()
+            self._going_away = True
+            self._failure = f"its namespace is being deleted: no more steps ({step.progress()} refused)"
+            # No warning Event: the API server takes none in this namespace.
+            log.info("cluster %s: %s refused, its namespace is being deleted: %s", self.ref, name, exc)
+            return
         except (EtcdError, StepFailed, trio.TooSlowError) as exc:
             self._after_step()
             # Refused, unreachable or failed: observe again later and decide afresh.

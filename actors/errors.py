@@ -56,5 +56,11 @@ class RuntimeRefused(StepFailed):
     Held off and retried with a warning Event, so the cluster actor keeps what it observed."""
 
 
+class NamespaceTerminating(RuntimeRefused):
+    """The cluster's namespace is being deleted: the API server takes nothing new in it (no pod,
+    no Event) until it is gone, and a namespace never stops terminating. The cluster actor
+    stops taking steps and says why, instead of retrying and warning until it is deleted."""
+
+
 class RestoreFailed(StepFailed):
     """The backup to restore a new cluster from is missing, unreadable or corrupt."""

@@ -63,6 +63,14 @@ def is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, KubeError) and exc.status == 409
 
 
+def is_namespace_terminating(exc: BaseException) -> bool:
+    """403 because the namespace is being deleted: nothing new can be made in it, ever again."""
+    if not isinstance(exc, KubeError) or exc.status != 403:
+        return False
+    causes = (exc.body.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
+
+
 def is_gone(exc: BaseException) -> bool:
     """410: the resourceVersion asked for has been compacted away; list again."""
     return isinstance(exc, KubeError) and exc.status == 410

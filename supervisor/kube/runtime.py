@@ -21,7 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import trio
 
 from actors.codec import parse_spec
-from actors.errors import RuntimeRefused
+from actors.errors import NamespaceTerminating, RuntimeRefused
 from actors.model import (
     ClusterRef,
     ClusterSpec,
@@ -35,7 +35,14 @@ from actors.ports import MemberChanged
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
-from supervisor.kube.client import KubeClient, KubeError, KubeUnavailable, is_conflict, is_not_found
+from supervisor.kube.client import (
+    KubeClient,
+    KubeError,
+    KubeUnavailable,
+    is_conflict,
+    is_namespace_terminating,
+    is_not_found,
+)
 from supervisor.kube.start_gate import open_gate
 from supervisor.kube.tls import generate_cluster_tls
 from supervisor.kube.watch import (
@@ -85,7 +92,7 @@ def _refusals_fail_the_step(
         except KubeUnavailable:
             raise  # the API server is away: the supervisor's restart with backoff waits for it
         except KubeError as exc:
-            raise RuntimeRefused(str(exc)) from exc
+            raise _refusal(str(exc), exc) from exc
         except BaseExceptionGroup as group:  # calls made side by side
             refusal = _refusal_in(group)
             if refusal is None:
@@ -95,13 +102,19 @@ def _refusals_fail_the_step(
     return refusals_as_failures
 
 
+def _refusal(message: str, *errors: BaseException) -> RuntimeRefused:
+    terminating = any(is_namespace_terminating(e) for e in errors)
+    return (NamespaceTerminating if terminating else RuntimeRefused)(message)
+
+
 def _refusal_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     """What a group of API errors from calls made side by side amounts to: the API server
     unreachable if any call found it so, else a refusal; None if anything else failed."""
     found = _api_error_in(group)
     if found is None or isinstance(found, KubeUnavailable):
         return found
-    return RuntimeRefused("; ".join(str(leaf) for leaf in leaf_exceptions(group)))
+    leaves = leaf_exceptions(group)
+    return _refusal("; ".join(str(leaf) for leaf in leaves), *leaves)
 
 
 def _api_error_in(group: BaseExceptionGroup[BaseException]) -> KubeError | None:

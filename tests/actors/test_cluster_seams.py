@@ -5,7 +5,6 @@ import itertools
 from typing import ClassVar
 
 import attrs
-import pytest
 import trio
 import trio.testing
 
@@ -16,11 +15,6 @@ from actors.model import ClusterResource, ClusterSpec, HealthSpec
 from actors.plan import PLANNERS
 from supervisor.runtime import ChildSpec
 from tests.actors.world import REF, TIMING, MemoryWorld, ports, run_fleet
-
-
-@pytest.fixture
-def autojump_clock():
-    return trio.testing.MockClock(autojump_threshold=0)
 
 
 async def test_a_steady_cluster_is_observed_once_per_tick(autojump_clock):

@@ -2,18 +2,12 @@
 
 import itertools
 
-import pytest
 import trio
 import trio.testing
 
 from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec
 from tests.actors.world import REF, TIMING, MemoryWorld, ports, run_fleet
-
-
-@pytest.fixture
-def autojump_clock():
-    return trio.testing.MockClock(autojump_threshold=0)
 
 
 async def test_a_refused_member_add_is_retried_after_doubling_hold_offs(autojump_clock):

@@ -2,7 +2,6 @@
 returns by itself), and only once it has answered nothing for the whole bound is the cluster
 rebuilt from the survivor, once, then grown back."""
 
-import pytest
 import trio
 import trio.testing
 
@@ -14,11 +13,6 @@ from tests.actors.world import REF, TIMING, MemoryWorld, ports
 AUTOMATIC = ClusterSpec(
     size=3, tls_enabled=False, disaster_recovery=DisasterRecoverySpec(RecoveryMode.AUTOMATIC)
 )
-
-
-@pytest.fixture
-def autojump_clock():
-    return trio.testing.MockClock(autojump_threshold=0)
 
 
 def recoveries(world):

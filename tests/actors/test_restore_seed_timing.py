@@ -47,11 +47,6 @@ class SeedWorld(MemoryWorld):
         return KvHash(self.seed_hash, revision, 0)
 
 
-@pytest.fixture
-def autojump_clock() -> trio.testing.MockClock:
-    return trio.testing.MockClock(autojump_threshold=0)
-
-
 def context(world: SeedWorld) -> ActionContext:
     spec = ClusterSpec(size=3, tls_enabled=False)
     return ActionContext(

@@ -10,7 +10,7 @@ import attrs
 import trio
 
 from actors.cluster import Timing
-from actors.errors import ClusterUnhealthy, EtcdUnavailable
+from actors.errors import ClusterUnhealthy, EtcdUnavailable, NamespaceTerminating
 from actors.fleet import open_fleet
 from actors.model import (
     ClusterRef,
@@ -34,6 +34,7 @@ class MemoryWorld:
     """Runtime and etcd in one: a member started is at once running, healthy and caught up."""
 
     refuse_adds: int = 0
+    namespace_deleted: bool = False  # the runtime refuses every start: its namespace is going
     answers_after: float = 0.0  # a started member serves only this long after its start
     list_delay: float = 0.0  # a listing of the runtime takes this long (an API server's lists)
     hung: set = attrs.field(factory=set)  # members that run but answer nothing
@@ -68,6 +69,9 @@ class MemoryWorld:
         return urls
 
     async def start_member(self, launch):
+        if self.namespace_deleted:
+            self.calls["refused_start"] += 1
+            raise NamespaceTerminating(f'403 Forbidden: pods "{launch.name}" is forbidden: being terminated')
         self.started_at[launch.name] = trio.current_time()
         config = self.member_config(launch.spec).fingerprint
         self.runtime[launch.name] = RuntimeMember(
@@ -130,7 +134,9 @@ class MemoryWorld:
         me = next((m for m in self.etcd.values() if client_url in m.client_urls), None)
         if me is None:
             raise EtcdUnavailable("no such member")
-        if me.name in self.hung or trio.current_time() < self.started_at[me.name] + self.answers_after:
+        exited = self.runtime[me.name].state is not ProcessState.RUNNING
+        too_soon = trio.current_time() < self.started_at[me.name] + self.answers_after
+        if exited or me.name in self.hung or too_soon:
             raise EtcdUnavailable("connection refused")
         return MemberHealth(me.id, 1, 10, 10, me.is_learner, 1)
 

@@ -16,12 +16,12 @@ import pytest
 import trio
 from cryptography import x509
 
-from actors.errors import RuntimeRefused, StepFailed
+from actors.errors import NamespaceTerminating, RuntimeRefused, StepFailed
 from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
-from supervisor.kube.client import KubeClient, KubeError
+from supervisor.kube.client import KubeClient, KubeError, is_namespace_terminating
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
 from supervisor.kube.snapshot_pods import snapshot_pod_labels
 from supervisor.kube.snapshots import SnapshotPodFailed, open_snapshot_pod, wait_for_pod
@@ -399,11 +399,17 @@ async def test_a_start_the_api_server_refuses_fails_the_step_instead_of_crashing
         runtime = KubeRuntime(op)
         spec = ClusterSpec(size=1)
         urls = await runtime.allocate_member(ref, "alpha-0", spec)
+        # Another 403, the operator's rights (it may not delete namespaces), is no such thing.
+        with pytest.raises(KubeError) as not_allowed:
+            await op.delete(f"/api/v1/namespaces/{ns}")
+        assert not_allowed.value.status == 403 and not is_namespace_terminating(not_allowed.value)
         await admin.delete(f"/api/v1/namespaces/{ns}")  # stays Terminating: no namespace controller here
         with pytest.raises(RuntimeRefused) as refused:
             await runtime.start_member(launch_for(ref, "alpha-0", urls, spec))
         assert isinstance(refused.value, StepFailed)
         assert "403" in str(refused.value) and "being terminated" in str(refused.value)
+        # Told apart from other refusals: the cluster actor stops its steps on this one.
+        assert isinstance(refused.value, NamespaceTerminating)
 
 
 async def test_refusals_of_calls_made_side_by_side_fail_the_step_too(
@@ -419,6 +425,7 @@ async def test_refusals_of_calls_made_side_by_side_fail_the_step_too(
         with pytest.raises(RuntimeRefused) as refused:
             await KubeRuntime(op).allocate_member(ref, "alpha-0", ClusterSpec(size=1))
         assert "403" in str(refused.value) and "being terminated" in str(refused.value)
+        assert isinstance(refused.value, NamespaceTerminating)
 
 
 async def test_pods_made_ahead_are_made_in_the_order_their_members_come(
