@@ -467,7 +467,7 @@ class ClusterActor(Actor[ClusterMessage]):
         except NamespaceTerminating as exc:
             self._after_step()
             self._going_away = True
-            self._failure = f"its namespace is being deleted: no more steps ({step.progress()} refused)"
+            self._failure = f"its namespace is being deleted: no more steps ({name} refused)"
             # No warning Event: the API server takes none in this namespace.
             log.info("cluster %s: %s refused, its namespace is being deleted: %s", self.ref, name, exc)
             return

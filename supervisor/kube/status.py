@@ -25,7 +25,7 @@ from actors.codec import conditions_from_dicts, status_to_dict
 from actors.measurements import Measurement
 from actors.model import API_GROUP, API_VERSION, KIND, ClusterRef, ClusterStatus
 from supervisor.kube import manifests as m
-from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
+from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_namespace_terminating, is_not_found
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,17 @@ class KubeEventSink:
             event = self._event(kind, namespace, name, uid, reason, message, warning)
             await self._client.create(m.core_path(namespace, "events"), event)
         except KubeError as exc:
-            log.warning(
-                "event %s on %s %s/%s not recorded (%s): %s", reason, kind, namespace, name, exc, message
+            # A namespace being deleted takes no Event: expected, and about to go with it.
+            level = logging.INFO if is_namespace_terminating(exc) else logging.WARNING
+            log.log(
+                level,
+                "event %s on %s %s/%s not recorded (%s): %s",
+                reason,
+                kind,
+                namespace,
+                name,
+                exc,
+                message,
             )
 
     def _event(

@@ -25,6 +25,7 @@ from supervisor.kube.client import KubeClient, KubeError, is_namespace_terminati
 from supervisor.kube.runtime import ClusterGone, KubeRuntime
 from supervisor.kube.snapshot_pods import snapshot_pod_labels
 from supervisor.kube.snapshots import SnapshotPodFailed, open_snapshot_pod, wait_for_pod
+from supervisor.kube.status import KubeEventSink
 from tests.harness.kube import KubeAPIServer
 from tests.kube.clients import clients
 
@@ -388,7 +389,10 @@ async def test_allocation_follows_the_spec_in_force_not_a_refused_edit_on_the_ob
 
 
 async def test_a_start_the_api_server_refuses_fails_the_step_instead_of_crashing_the_actor(
-    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+    kube_apiserver: KubeAPIServer,
+    operator_kubeconfig: Path,
+    kube_namespace: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A namespace being deleted takes no new pod: the start is a failed step (held off, a
     warning Event, looked at again), the one kind of failure the cluster actor survives."""
@@ -410,6 +414,11 @@ async def test_a_start_the_api_server_refuses_fails_the_step_instead_of_crashing
         assert "403" in str(refused.value) and "being terminated" in str(refused.value)
         # Told apart from other refusals: the cluster actor stops its steps on this one.
         assert isinstance(refused.value, NamespaceTerminating)
+        # Nor does the namespace take an Event: expected, so not a warning.
+        with caplog.at_level(logging.INFO, logger="supervisor.kube.status"):
+            await KubeEventSink(op).record(ref, reason="StartMemberFailed", message="refused")
+        unrecorded = [r for r in caplog.records if "not recorded" in r.getMessage()]
+        assert [r.levelno for r in unrecorded] == [logging.INFO], caplog.text
 
 
 async def test_refusals_of_calls_made_side_by_side_fail_the_step_too(
