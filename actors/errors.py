@@ -51,9 +51,9 @@ class StepFailed(Exception):
 
 
 class RuntimeRefused(StepFailed):
-    """The member runtime refused a change: on Kubernetes the API server answered no (a
-    namespace being deleted, a quota, an admission webhook, a volume still being deleted).
-    Held off and retried with a warning Event, so the cluster actor keeps what it observed."""
+    """The member runtime refused a change: on Kubernetes the API server answered no (a quota,
+    an admission webhook, a volume still being deleted, RBAC). Held off and retried with a
+    warning Event, so the cluster actor keeps what it observed; but see NamespaceTerminating."""
 
 
 class NamespaceTerminating(RuntimeRefused):

@@ -394,8 +394,9 @@ async def test_a_start_the_api_server_refuses_fails_the_step_instead_of_crashing
     kube_namespace: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A namespace being deleted takes no new pod: the start is a failed step (held off, a
-    warning Event, looked at again), the one kind of failure the cluster actor survives."""
+    """A namespace being deleted takes no new pod: the start is a failed step, not a crash of
+    the actor, and one told apart (NamespaceTerminating) from refusals that are held off and
+    retried: the cluster actor takes no more steps on it (tests/actors/test_namespace_deletion.py)."""
     ns = kube_namespace
     ref = ClusterRef(ns, "alpha")
     async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
