@@ -33,6 +33,7 @@ from .errors import (
     NoLeader,
     NotAuthenticated,
     NotSupportedForLearner,
+    ProposalDropped,
     RequestTimedOut,
     ServerStopped,
     SnapshotIntegrityError,
@@ -75,7 +76,9 @@ def _retry_if_unapplied(error: EtcdError) -> bool:
     # RequestTimedOut and LeaderChanged leave the outcome unknown: the caller decides.
     if isinstance(error, RequestTimedOut | LeaderChanged | EtcdTimeout):
         return False
-    return isinstance(error, EtcdConnectionError | NoLeader | NotSupportedForLearner | ServerStopped)
+    return isinstance(
+        error, EtcdConnectionError | NoLeader | NotSupportedForLearner | ProposalDropped | ServerStopped
+    )
 
 
 class EtcdClient:

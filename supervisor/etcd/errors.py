@@ -42,6 +42,7 @@ __all__ = [
     "NotSupportedForLearner",
     "PeerUrlExists",
     "PermissionDenied",
+    "ProposalDropped",
     "RequestTimedOut",
     "RequestTooLarge",
     "RoleExists",
@@ -122,6 +123,11 @@ class NoLeader(EtcdUnavailable):
 
 class LeaderChanged(EtcdUnavailable):
     """The leader changed while the request was in flight; its outcome is unknown."""
+
+
+class ProposalDropped(EtcdUnavailable):
+    """The leader refused to take the change, as raft does while it hands leadership over: it
+    never entered the log, so nothing was applied and sending it again is safe."""
 
 
 class RequestTimedOut(EtcdUnavailable):
@@ -303,6 +309,8 @@ _BY_MESSAGE: dict[str, type[EtcdError]] = {
     "etcdserver: not leader": NotLeader,
     "etcdserver: leader changed": LeaderChanged,
     "etcdserver: server stopped": ServerStopped,
+    # raft's own error, passed through unprefixed (gRPC status UNKNOWN).
+    "raft proposal dropped": ProposalDropped,
     "etcdserver: request timed out": RequestTimedOut,
     "etcdserver: request timed out, possibly due to previous leader failure": RequestTimedOut,
     "etcdserver: request timed out, possibly due to connection lost": RequestTimedOut,

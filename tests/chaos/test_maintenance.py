@@ -67,8 +67,10 @@ async def test_fragmented_members_are_defragmented_followers_first_the_leader_la
         # nothing there meanwhile): the clients wait it out rather than give up after 2 s (a put
         # given up on is an unknown outcome, which the assertions below count as failed).
         workload = KvWorkload(endpoints=urls, max_operations=100_000, call_timeout=15.0)
+        seen_at: list[int] = []  # when each of the recorder's events was first seen
         async with trio.open_nursery() as nursery:
             nursery.start_soon(workload.run)
+            nursery.start_soon(stamp_events, sup.recorder, seen_at)
             await workload.wait_for_more(50)
             # Every member's probe must show the fragmentation before defrag is switched on, so one
             # round covers all three (bbolt counts the compacted pages in use until a later write
@@ -113,15 +115,44 @@ async def test_fragmented_members_are_defragmented_followers_first_the_leader_la
             assert isinstance(m, Defragmented) and m.reclaimed_bytes > 0 and m.seconds > 0, m
         assert all(sizes(shrunk)[name] < sizes(bloated)[name] // 2 for name in sizes(bloated))
 
-        # Only operations cut short by the cancel at the end may have failed or be unknown.
+        # Defragmenting fails no request. The one leadership move may: while a leader hands
+        # over, raft drops new proposals (ProposalDropped), and one a follower forwarded to it
+        # is lost until etcd's request timeout. Nothing else may fail, nor fail otherwise,
+        # besides operations cut short by the cancel at the end.
+        handover = _handover_window(sup.recorder.events, seen_at, demo.ref)
         failed = [
             op
             for op in workload.history.operations
-            if op.outcome in (FAILED, UNKNOWN) and op.returned < stopped
+            if op.outcome in (FAILED, UNKNOWN)
+            and op.returned < stopped
+            and not (_overlaps(op, handover) and (op.error or "").startswith(HANDOVER_ERRORS))
         ]
-        assert failed == []
+        assert failed == [], handover
         result = await workload.check(tmp_path / "history")
         assert result.ok, result.report
+
+
+# What etcd answers a request caught by a leadership hand-over (supervisor.etcd.errors' names).
+HANDOVER_ERRORS = ("ProposalDropped:", "RequestTimedOut:", "LeaderChanged:", "NoLeader:")
+
+
+async def stamp_events(recorder, seen_at: list[int]) -> None:
+    """Note the monotonic time each event the recorder gets is first seen (``seen_at[i]`` for
+    ``recorder.events[i]``), for as long as it runs."""
+    while True:
+        seen_at.extend(time.monotonic_ns() for _ in range(len(recorder.events) - len(seen_at)))
+        await recorder.changed.wait()
+
+
+def _handover_window(events, seen_at: list[int], ref) -> tuple[int, int]:
+    """From the event before the cluster's LeaderMoved (the last follower defragmented) to it."""
+    ours = [(stamp, reason) for (r, reason, _), stamp in zip(events, seen_at, strict=False) if r == ref]
+    moved = next(i for i, (_, reason) in enumerate(ours) if reason == "LeaderMoved")
+    return ours[moved - 1][0], ours[moved][0]
+
+
+def _overlaps(op, window: tuple[int, int]) -> bool:
+    return op.call <= window[1] and op.returned >= window[0]
 
 
 def _fragmented(member, defrag: DefragSpec) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
@@ -10,8 +11,12 @@ import trio
 
 from supervisor.etcd import (
     BadLeaderTransferee,
+    EtcdClient,
+    EtcdError,
     LearnerNotReady,
     MemberNotFound,
+    NoLeader,
+    ProposalDropped,
     TooManyLearners,
     UnhealthyCluster,
     open_etcd_client,
@@ -47,6 +52,60 @@ async def test_move_leader(cluster: EtcdCluster, asyncio_loop: None) -> None:
                 await trio.sleep(0.1)
         with pytest.raises(BadLeaderTransferee):
             await client.move_leader(0xDEAD)
+
+
+async def test_a_write_the_leader_refuses_while_handing_over_is_proposal_dropped_and_not_applied(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    """While a leader hands over, raft refuses every new proposal: the client says so by type,
+    which tells a caller the write never entered the log (safe to send again)."""
+    async with open_etcd_client(cluster.endpoints, call_timeout=10) as client:
+        leader = await client.leader()
+        target = next(m for m in await client.member_list() if m.id != leader.id and not m.is_learner)
+        # A paused transferee holds the hand-over open for a whole election timeout (1 s), the
+        # window in which a leader drops proposals; on loopback it otherwise lasts milliseconds.
+        paused = next(m for m in cluster.members if m.name == target.name)
+        paused.kill(signal.SIGSTOP)
+        try:
+            async with open_etcd_client(list(leader.client_urls), call_timeout=5) as on_leader:
+                dropped = await _write_while_moving(on_leader, target.id)
+        finally:
+            paused.kill(signal.SIGCONT)
+        assert dropped is not None, "no write was refused while leadership was being handed over"
+        with trio.fail_after(10):
+            while True:  # the refused put never entered the log: no member has it
+                try:
+                    assert await client.get(dropped) is None
+                    break
+                except NoLeader:
+                    await trio.sleep(0.1)
+
+
+async def _write_while_moving(on_leader: EtcdClient, target_id: int) -> bytes | None:
+    """Put one key after another to the leader while it hands over to ``target_id``: the key of
+    the first put refused as ProposalDropped (None: none was)."""
+    moving = trio.Event()
+
+    async def move() -> None:
+        moving.set()
+        try:
+            await on_leader.move_leader(target_id, time_limit=3)
+        except EtcdError:
+            pass  # the paused transferee never takes over: raft gives up on it, as meant
+        nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(move)
+        await moving.wait()
+        for n in range(10_000):
+            key = f"/handover/{n}".encode()
+            try:
+                await on_leader.put(key, b"x")
+            except ProposalDropped:
+                nursery.cancel_scope.cancel()
+                return key
+            await trio.sleep(0.01)
+    return None
 
 
 async def test_learner_is_added_promoted_once_caught_up_and_removed(

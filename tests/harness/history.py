@@ -55,6 +55,7 @@ class Operation:
     call: int  # time.monotonic_ns() before the request
     returned: int  # time.monotonic_ns() after the answer (or the error)
     outcome: str  # OK, FAILED or UNKNOWN
+    error: str | None = None  # what the client raised, for a reader of a failed test (not checked)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -235,6 +236,7 @@ class KvWorkload:
 
     async def _operate(self, etcd: EtcdClient, client: int, kind: str, key: str, value: str | None) -> bool:
         outcome = UNKNOWN if kind == PUT else FAILED
+        error: str | None = None
         started = time.monotonic_ns()
         try:
             if kind == PUT:
@@ -244,12 +246,13 @@ class KvWorkload:
                 found = await etcd.get(key.encode())  # a linearizable range, not serializable
                 value = None if found is None else found.decode()
             outcome = OK
-        except EtcdError:
-            pass
+        except EtcdError as exc:
+            error = f"{type(exc).__name__}: {exc}"
         finally:
             # Recorded even when cancelled: a put cut short may have been applied, and another
             # client may already have read its value.
-            self.history.record(Operation(client, kind, key, value, started, time.monotonic_ns(), outcome))
+            returned = time.monotonic_ns()
+            self.history.record(Operation(client, kind, key, value, started, returned, outcome, error))
             if outcome == OK:
                 self._ok += 1
                 self._progress.set()
