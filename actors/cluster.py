@@ -461,28 +461,41 @@ class ClusterActor(Actor[ClusterMessage]):
         extra = {"event": "action", "cluster": str(self.ref), "action": name}
         log.info("cluster %s: %s", self.ref, step, extra=extra)
         self._step_started_at = trio.current_time()
+        failure = await self._attempt(step, ctx)
+        self._after_step()
+        if isinstance(failure, NamespaceTerminating):
+            self._stop_steps(name, failure)
+        elif failure is not None:
+            await self._hold_off_after(step, failure)
+        else:
+            await self._succeeded(step)
+
+    async def _attempt(self, step: Action, ctx: ActionContext) -> Exception | None:
+        """Run the step within its time limit: None if it succeeded, else why it did not."""
         try:
             with trio.fail_after(step.time_limit or self._timing.call_timeout * 3):
                 await step.execute(ctx)
-        except NamespaceTerminating as exc:
-            self._after_step()
-            self._going_away = True
-            self._failure = f"its namespace is being deleted: no more steps ({name} refused)"
-            # No warning Event: the API server takes none in this namespace.
-            log.info("cluster %s: %s refused, its namespace is being deleted: %s", self.ref, name, exc)
-            return
-        except (EtcdError, StepFailed, trio.TooSlowError) as exc:
-            self._after_step()
-            # Refused, unreachable or failed: observe again later and decide afresh.
-            self._holdoff = self._holdoff.refused(trio.current_time(), self._timing.tick)
-            self._stale = True  # the step may have half-happened
-            self._failure = f"{step.progress()} failed: {exc}" if step.failure_fails_cluster else None
-            log.warning("cluster %s: %s failed (holding off): %r", self.ref, name, exc)
-            await self._ports.events.record(
-                self.ref, reason=step.failure_reason, message=f"{step}: {exc!r}", warning=True
-            )
-            return
-        self._after_step()
+        except (EtcdError, StepFailed, trio.TooSlowError) as exc:  # NamespaceTerminating among them
+            return exc
+        return None
+
+    def _stop_steps(self, name: str, refusal: NamespaceTerminating) -> None:
+        self._going_away = True
+        self._failure = f"its namespace is being deleted: no more steps ({name} refused)"
+        # No warning Event: the API server takes none in this namespace.
+        log.info("cluster %s: %s refused, its namespace is being deleted: %s", self.ref, name, refusal)
+
+    async def _hold_off_after(self, step: Action, exc: Exception) -> None:
+        """Refused, unreachable or failed: observe again later and decide afresh."""
+        self._holdoff = self._holdoff.refused(trio.current_time(), self._timing.tick)
+        self._stale = True  # the step may have half-happened
+        self._failure = f"{step.progress()} failed: {exc}" if step.failure_fails_cluster else None
+        log.warning("cluster %s: %s failed (holding off): %r", self.ref, type(step).__name__, exc)
+        await self._ports.events.record(
+            self.ref, reason=step.failure_reason, message=f"{step}: {exc!r}", warning=True
+        )
+
+    async def _succeeded(self, step: Action) -> None:
         self._holdoff = HoldOff()
         self._failure = None
         step.remember(self._times)

@@ -89,6 +89,8 @@ async def nudge_while_set_aside(
     """Watch the new pod at `path` (with `uid`), nudging it while it is set aside; for a pod
     nobody else polls (member pods: KubeRuntime.run() hosts this). Pollers call nudge_if_due."""
     schedule = NudgeSchedule(trio.current_time(), every)
+    # NUDGES looks as well as NUDGES writes: a pod no node has taken yet is never due a nudge,
+    # and the loop must still end.
     for _ in range(NUDGES):
         await trio.sleep(every)
         try:
