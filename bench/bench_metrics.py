@@ -35,11 +35,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import bench_fleet  # the in-memory clusters
-
 from actors.fleet import open_fleet
 from actors.model import ClusterRef, ClusterResource, ClusterSpec
 from actors.ports import ClusterPorts
+from bench import bench_fleet  # the in-memory clusters
 from supervisor.gc_policy import tune_for_many_actors
 from supervisor.metrics import open_runtime_metrics
 from supervisor.metrics.clusters import ClusterMetrics
