@@ -35,7 +35,7 @@ import trio
 
 from actors.model import ClusterRef
 from supervisor.kube import manifests as m
-from supervisor.kube.client import KubeClient, KubeError, is_not_found
+from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
 from tests.harness.etcd_versions import cache_dir
 
 HOSTS = Path("/etc/hosts")
@@ -179,7 +179,7 @@ class Kubelet:
             if exited is not None
             else {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
         )
-        obj["status"] = {
+        status = {
             "phase": "Failed" if exited is not None else "Running",
             "podIP": pod.ip,
             "conditions": [{"type": "Ready", "status": "True" if pod.ready else "False"}],
@@ -194,10 +194,14 @@ class Kubelet:
                 }
             ],
         }
+        # A merge patch, as the kubelet's status manager writes: an annotation or label written
+        # meanwhile (the operator's nudge) is no conflict. The uid is a precondition: a pod
+        # replaced since the read answers 409, and the next pass deals with it.
+        patch = {"metadata": {"uid": pod.uid}, "status": status}
         try:
-            await self.admin.replace(f"{path}/status", obj)
+            await self.admin.merge_patch(f"{path}/status", patch)
         except KubeError as exc:
-            if not is_not_found(exc):  # gone in between, as above
+            if not (is_not_found(exc) or is_conflict(exc)):  # gone or replaced in between
                 raise
 
     def _kill(self, name: str) -> None:
