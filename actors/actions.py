@@ -1,18 +1,21 @@
 """Actions: the steps a planner can choose, each carrying everything about itself.
 
-An action knows how it runs against the ports (`execute`), the Event reason it is recorded
-under, how it reads in the audit trail once done (`describe`) and in the status while it is
-the next step (`progress`). The cluster actor only calls these, so adding a step is adding
-one class here (or anywhere) and a planner that returns it; nothing else changes.
+An action knows how it runs against the ports (`execute`, which returns its `Outcome`: the
+audit line, what it measured, what the cluster actor keeps in mind), the Event reason it is
+recorded under, how it reads before it runs (`describe`) and in the status while it is the
+next step (`progress`). The cluster actor only calls these and reads the Outcome, so adding a
+step is adding one class here (or anywhere) and a planner that returns it; nothing else
+changes. Every action class joins `Action.kinds` as it is defined (the metrics read it).
 
-No trio and no asyncio: `execute` awaits the ports and nothing else.
+No trio and no asyncio: `execute` awaits the ports and reads the clocks it is given.
 """
 
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Awaitable, Callable
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from attrs import field, frozen
 
@@ -20,8 +23,7 @@ from actors.backup.ports import Restored, SeedRestorer
 from actors.errors import EtcdError, MemberNotFound, RestoreFailed
 from actors.maintenance.board import MaintenanceBoard
 from actors.measurements import Measurement
-from actors.member_times import MemberTimes
-from actors.model import ClusterSpec, MemberLaunch, RestoreSpec
+from actors.model import ClusterSpec, LastRecovery, MemberLaunch, RestoreSpec
 from actors.observed import Observed
 from actors.ports import EtcdAdmin, EventSink, MemberRuntime
 
@@ -41,16 +43,64 @@ class ActionContext:
     maintenance: MaintenanceBoard = field(factory=MaintenanceBoard)
     events: EventSink | None = None  # for what a step finds beyond its own Event (a hash check)
     sleep: Callable[[float], Awaitable[None]] | None = None  # to wait for a member to answer
+    # Seconds on the cluster actor's clock (trio's), for how long a part of a step took.
+    clock: Callable[[], float] = time.monotonic
+    # Unix seconds, for what the status records for people (when a recovery happened).
+    wall_clock: Callable[[], float] = time.time
 
     @property
     def endpoints(self) -> list[str]:
         return self.observed.endpoints()
 
 
+# --- what a step leaves behind ------------------------------------------------------------------
+
+
+@frozen
+class RestartedForSilence:
+    """A member restarted for not answering: silent again after this, it is replaced."""
+
+    name: str
+
+
+@frozen
+class QuorumRecovered:
+    """The cluster was rebuilt after a quorum loss: the status records it, and the recovered
+    history (up to `recovery.revision`) is the one to follow from now on."""
+
+    recovery: LastRecovery
+
+
+# What the cluster actor keeps in mind once a step succeeded (most steps: nothing).
+Memo = RestartedForSilence | QuorumRecovered
+
+
+@frozen
+class Outcome:
+    """What a step did, as it turned out: the text of its audit Event, the numbers it measured
+    (for the metrics beside the Event) and what the cluster actor must remember."""
+
+    description: str
+    measured: Measurement | None = None
+    remember: Memo | None = None
+
+
 class Action(abc.ABC):
     """One step towards the spec. Subclasses are attrs.frozen records of their arguments."""
 
     __slots__ = ()
+
+    # Every action class by name, joined as it is defined: the metrics tell operations from
+    # Event reasons with it (no walk of __subclasses__, no list to keep up to date).
+    kinds: ClassVar[dict[str, type[Action]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        known = Action.kinds.get(cls.__name__)
+        # attrs rebuilds a slotted class under the same name: that is the same action.
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise TypeError(f"two actions are named {cls.__name__}: {known.__module__} and {cls.__module__}")
+        Action.kinds[cls.__name__] = cls
 
     # The Kubernetes Event reason (CamelCase) recorded when the action succeeded.
     event_reason: ClassVar[str]
@@ -60,12 +110,13 @@ class Action(abc.ABC):
     failure_fails_cluster: ClassVar[bool] = False
 
     @abc.abstractmethod
-    async def execute(self, ctx: ActionContext) -> None:
-        """Carry the step out; raise EtcdError (or time out) when refused or unreachable."""
+    async def execute(self, ctx: ActionContext) -> Outcome:
+        """Carry the step out and say how it went; raise EtcdError (or time out) when refused
+        or unreachable."""
 
     @abc.abstractmethod
     def describe(self) -> str:
-        """What was done, for the audit trail: "added learner demo-3"."""
+        """What the step does, in the words of the audit trail: "added learner demo-3"."""
 
     @abc.abstractmethod
     def progress(self) -> str:
@@ -75,13 +126,9 @@ class Action(abc.ABC):
     def failure_reason(self) -> str:
         return f"{type(self).__name__}Failed"
 
-    def measured(self) -> Measurement | None:
-        """What the step measured, for the metrics beside its Event (read after `execute`)."""
-        return None
-
-    def remember(self, times: MemberTimes) -> None:
-        """What the cluster actor keeps in mind once this step succeeded (most steps: nothing)."""
-        return None
+    def done(self, measured: Measurement | None = None, remember: Memo | None = None) -> Outcome:
+        """The common outcome: what `describe()` says was done, and what else there is to tell."""
+        return Outcome(self.describe(), measured, remember)
 
 
 @frozen
@@ -104,11 +151,12 @@ class StartSeed(Action):
     name: str
     event_reason: ClassVar[str] = "SeedStarted"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         cluster = ctx.observed.cluster
         urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
         initial = ((self.name, urls.peer_url),)
         await ctx.runtime.start_member(MemberLaunch(cluster, self.name, urls, initial, "new", ctx.spec))
+        return self.done()
 
     def describe(self) -> str:
         return f"started seed member {self.name}"
@@ -128,7 +176,7 @@ class RestoreSeed(Action):
     time_limit: ClassVar[float | None] = 3600.0  # fetching and restoring a large snapshot
     failure_fails_cluster: ClassVar[bool] = True
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         if ctx.restorer is None:
             raise RestoreFailed("this runtime cannot restore backups")
         cluster = ctx.observed.cluster
@@ -146,6 +194,7 @@ class RestoreSeed(Action):
             await ctx.events.record(
                 cluster, reason=reason, message=f"{self.name} from {restored.key}: {checked}"
             )
+        return self.done()
 
     def describe(self) -> str:
         return f"started seed member {self.name} on the data of {self.source.describe()} (sha256 checked)"
@@ -199,11 +248,12 @@ class StartMember(Action):
     reason: str
     event_reason: ClassVar[str] = "MemberStarted"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         urls = ctx.observed.runtime_by_name()[self.name].urls
         initial = self.initial_cluster or ((self.name, urls.peer_url),)
         launch = MemberLaunch(ctx.observed.cluster, self.name, urls, initial, "existing", ctx.spec)
         await ctx.runtime.start_member(launch)
+        return self.done()
 
     def describe(self) -> str:
         return f"started member {self.name}: {self.reason}"
@@ -229,11 +279,9 @@ class RestartMember(Action):
     reason: str
     event_reason: ClassVar[str] = "MemberRestarted"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         await restart_on_its_data(ctx, self.name, self.initial_cluster)
-
-    def remember(self, times: MemberTimes) -> None:
-        times.restarted_for_silence(self.name)  # silent again after this: replace it
+        return self.done(remember=RestartedForSilence(self.name))
 
     def describe(self) -> str:
         return f"restarted member {self.name}: {self.reason}"
@@ -254,8 +302,9 @@ class RollMember(Action):
     # etcd's graceful stop (a pod's grace period on Kubernetes), then the start.
     time_limit: ClassVar[float | None] = 120.0
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         await restart_on_its_data(ctx, self.name, self.initial_cluster)
+        return self.done()
 
     def describe(self) -> str:
         return f"restarted member {self.name} with the new configuration (etcd {self.version})"
@@ -272,9 +321,10 @@ class EnableDowngrade(Action):
     cluster_version: str  # "3.5.0"
     event_reason: ClassVar[str] = "DowngradeEnabled"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         await ctx.admin.downgrade(ctx.endpoints, "VALIDATE", self.cluster_version)
         await ctx.admin.downgrade(ctx.endpoints, "ENABLE", self.cluster_version)
+        return self.done()
 
     def describe(self) -> str:
         return f"etcd validated and enabled a downgrade of the cluster version to {self.cluster_version}"
@@ -293,7 +343,7 @@ class AddLearner(Action):
     name: str
     event_reason: ClassVar[str] = "LearnerAdded"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         cluster = ctx.observed.cluster
         # Addresses first, so etcd never lists a peer URL the runtime cannot serve.
         urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
@@ -309,6 +359,7 @@ class AddLearner(Action):
         # fails leaves a learner not started, which the learner planner starts again.
         joining = ctx.observed.initial_cluster(self.name, urls.peer_url)
         await ctx.runtime.start_member(MemberLaunch(cluster, self.name, urls, joining, "existing", ctx.spec))
+        return self.done()
 
     def describe(self) -> str:
         return f"added learner {self.name} and started it"
@@ -323,8 +374,9 @@ class PromoteLearner(Action):
     member_id: int
     event_reason: ClassVar[str] = "LearnerPromoted"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         await ctx.admin.promote(ctx.endpoints, self.member_id)
+        return self.done()
 
     def describe(self) -> str:
         return f"promoted learner {self.name} to voting member"
@@ -340,8 +392,9 @@ class MoveLeader(Action):
     reason: str
     event_reason: ClassVar[str] = "LeaderMoved"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         await ctx.admin.move_leader(ctx.endpoints, self.to_id)
+        return self.done()
 
     def describe(self) -> str:
         return f"moved leadership to {self.to_name}: {self.reason}"
@@ -359,13 +412,14 @@ class RemoveMember(Action):
     reason: str
     event_reason: ClassVar[str] = "MemberRemoved"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         try:
             await ctx.admin.remove(ctx.endpoints, self.member_id)
         except MemberNotFound:
             pass  # removed already, by an earlier incarnation of the cluster actor
         if self.name:
             await ctx.runtime.delete_member(ctx.observed.cluster, self.name)
+        return self.done()
 
     def describe(self) -> str:
         return f"removed member {self.name} ({self.member_id:x}): {self.reason}"
@@ -382,8 +436,9 @@ class DeleteRuntimeMember(Action):
     reason: str
     event_reason: ClassVar[str] = "MemberDeleted"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         await ctx.runtime.delete_member(ctx.observed.cluster, self.name)
+        return self.done()
 
     def describe(self) -> str:
         return f"deleted {self.name}: {self.reason}"

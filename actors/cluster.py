@@ -27,7 +27,7 @@ import attrs
 import trio
 from attrs import frozen
 
-from actors.actions import Action, ActionContext, Step
+from actors.actions import Action, ActionContext, Outcome, QuorumRecovered, RestartedForSilence, Step
 from actors.assess import assess
 from actors.backup.health import BackupReport
 from actors.errors import EtcdError, NamespaceTerminating, StepFailed
@@ -50,7 +50,6 @@ from actors.model import (
 from actors.observed import Observed
 from actors.plan import PLANNERS, Planner, plan
 from actors.ports import ClusterPorts, MemberRuntime
-from actors.recovery import QuorumRecovery
 from supervisor.backoff import Backoff
 from supervisor.runtime import (
     Actor,
@@ -352,6 +351,8 @@ class ClusterActor(Actor[ClusterMessage]):
             self._reports.maintenance,
             ports.events,
             trio.sleep,
+            clock=trio.current_time,
+            wall_clock=time.time,
         )
         # The status saying what is being done is written while it is done: a bootstrap is a
         # chain of steps, each waiting on the last, and would otherwise wait on every write.
@@ -461,23 +462,22 @@ class ClusterActor(Actor[ClusterMessage]):
         extra = {"event": "action", "cluster": str(self.ref), "action": name}
         log.info("cluster %s: %s", self.ref, step, extra=extra)
         self._step_started_at = trio.current_time()
-        failure = await self._attempt(step, ctx)
+        result = await self._attempt(step, ctx)
         self._after_step()
-        if isinstance(failure, NamespaceTerminating):
-            self._stop_steps(name, failure)
-        elif failure is not None:
-            await self._hold_off_after(step, failure)
+        if isinstance(result, NamespaceTerminating):
+            self._stop_steps(name, result)
+        elif isinstance(result, Exception):
+            await self._hold_off_after(step, result)
         else:
-            await self._succeeded(step)
+            await self._succeeded(step, result)
 
-    async def _attempt(self, step: Action, ctx: ActionContext) -> Exception | None:
-        """Run the step within its time limit: None if it succeeded, else why it did not."""
+    async def _attempt(self, step: Action, ctx: ActionContext) -> Outcome | Exception:
+        """Run the step within its time limit: how it went, or why it did not."""
         try:
             with trio.fail_after(step.time_limit or self._timing.call_timeout * 3):
-                await step.execute(ctx)
+                return await step.execute(ctx)
         except (EtcdError, StepFailed, trio.TooSlowError) as exc:  # NamespaceTerminating among them
             return exc
-        return None
 
     def _stop_steps(self, name: str, refusal: NamespaceTerminating) -> None:
         self._going_away = True
@@ -495,17 +495,19 @@ class ClusterActor(Actor[ClusterMessage]):
             self.ref, reason=step.failure_reason, message=f"{step}: {exc!r}", warning=True
         )
 
-    async def _succeeded(self, step: Action) -> None:
+    async def _succeeded(self, step: Action, outcome: Outcome) -> None:
         self._holdoff = HoldOff()
         self._failure = None
-        step.remember(self._times)
-        if isinstance(step, QuorumRecovery):
-            self._last_recovery = step.outcome(time.time())
-            # The recovered history is the one to follow now.
-            self._revision_seen = step.recovered_revision()
-            self._revisions = RevisionSamples()
+        match outcome.remember:
+            case RestartedForSilence(name=name):
+                self._times.restarted_for_silence(name)  # silent again after this: replace it
+            case QuorumRecovered(recovery=recovery):
+                self._last_recovery = recovery
+                # The recovered history is the one to follow now.
+                self._revision_seen = recovery.revision
+                self._revisions = RevisionSamples()
         await self._ports.events.record(
-            self.ref, reason=step.event_reason, message=step.describe(), measured=step.measured()
+            self.ref, reason=step.event_reason, message=outcome.description, measured=outcome.measured
         )
         nudge(self.handle_ref, LookAgain())  # the next step may be ready now; don't wait for the tick
 

@@ -2,21 +2,20 @@
 
 Each records its progress on the cluster's MaintenanceBoard (`ctx.maintenance`), so the next
 plan sees it at once, without waiting for fresh probes. What a step found (bytes reclaimed,
-seconds taken) goes into its Event through `describe()`, and its numbers, for the metrics,
-through `measured()`. Pure: the ports and nothing else.
+seconds taken) is in its Outcome: the text of its Event, and the numbers, for the metrics.
+Pure: the ports and the clock of its ActionContext, nothing else.
 """
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
-from attrs import field, frozen
+from attrs import frozen
 
-from actors.actions import Action, ActionContext, MoveLeader
+from actors.actions import Action, ActionContext, MoveLeader, Outcome
 from actors.errors import EtcdError
 from actors.maintenance.board import DefragRound
-from actors.measurements import Defragmented, Measurement
+from actors.measurements import Defragmented
 
 
 def mib(size: int) -> str:
@@ -24,27 +23,7 @@ def mib(size: int) -> str:
 
 
 @frozen
-class _Noted(Action):
-    """A step whose Event tells what it found: `describe()` is read after `execute()`."""
-
-    # Not part of the step's identity: planners compare steps without them.
-    found: list[str] = field(factory=list, eq=False, repr=False, kw_only=True)
-    numbers: list[Measurement] = field(factory=list, eq=False, repr=False, kw_only=True)
-
-    def note(self, text: str, measured: Measurement | None = None) -> None:
-        self.found.append(text)
-        if measured is not None:
-            self.numbers.append(measured)
-
-    def told(self, default: str) -> str:
-        return self.found[-1] if self.found else default
-
-    def measured(self) -> Measurement | None:
-        return self.numbers[-1] if self.numbers else None
-
-
-@frozen
-class CompactForSpace(_Noted):
+class CompactForSpace(Action):
     """NOSPACE recovery, first step: compact the history, then defragment every member."""
 
     keep_revisions: int | None  # autoCompaction's revision retention, kept on a first try
@@ -54,7 +33,7 @@ class CompactForSpace(_Noted):
     retention: str = ""  # the periodic retention, for the Event
     event_reason: ClassVar[str] = "HistoryCompacted"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         current = await ctx.admin.revision(ctx.endpoints)
         target = self._target(current)
         if target > 0:
@@ -64,13 +43,12 @@ class CompactForSpace(_Noted):
             DefragRound("NOSPACE alarm", members, for_space=True, compacted_fully=target == current)
         )
         if target <= 0:
-            self.note(
+            return Outcome(
                 f"NOSPACE alarm: no revision is known to be {self.retention} old yet, so the whole "
                 "history (autoCompaction's retention) is kept on a first try; defragmenting next"
             )
-            return
         kept = f", keeping {self._kept()}" if target != current else ""
-        self.note(f"NOSPACE alarm: compacted the history to revision {target}{kept}; defragmenting next")
+        return Outcome(f"NOSPACE alarm: compacted the history to revision {target}{kept}; defragmenting next")
 
     def _target(self, current: int) -> int:
         if self.up_to is not None:
@@ -84,7 +62,7 @@ class CompactForSpace(_Noted):
         return f"the last {self.keep_revisions} revisions"
 
     def describe(self) -> str:
-        return self.told("compacted the history (NOSPACE alarm)")
+        return "compacted the history (NOSPACE alarm)"
 
     def progress(self) -> str:
         how = (
@@ -96,7 +74,7 @@ class CompactForSpace(_Noted):
 
 
 @frozen
-class DefragMember(_Noted):
+class DefragMember(Action):
     """Defragment one member: it serves nothing meanwhile, so never the leader of a cluster
     that has another member to lead."""
 
@@ -105,25 +83,25 @@ class DefragMember(_Noted):
     event_reason: ClassVar[str] = "MemberDefragmented"
     time_limit: ClassVar[float | None] = 660.0  # etcd's own defrag of a large file, and two Status calls
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         url = ctx.observed.runtime_by_name()[self.name].urls.client_url
         before = await ctx.admin.member_health(url)
         if before.member_id == before.leader_id and len(ctx.observed.voters()) > 1:
             raise EtcdError(f"{self.name} leads now; leadership moves before it is defragmented")
-        started = time.monotonic()
+        started = ctx.clock()
         await ctx.admin.defragment(url)
-        seconds = time.monotonic() - started
+        seconds = ctx.clock() - started
         after = await ctx.admin.member_health(url)
         ctx.maintenance.defragmented(self.name, after.db_size)
         reclaimed = before.db_size - after.db_size
-        self.note(
+        return Outcome(
             f"defragmented {self.name} ({self.reason}): {reclaimed} bytes reclaimed "
             f"({mib(before.db_size)} -> {mib(after.db_size)}) in {seconds:.2f}s",
             Defragmented(reclaimed, seconds),
         )
 
     def describe(self) -> str:
-        return self.told(f"defragmented {self.name} ({self.reason})")
+        return f"defragmented {self.name} ({self.reason})"
 
     def progress(self) -> str:
         return f"defragmenting {self.name} ({self.reason})"
@@ -136,27 +114,28 @@ class MoveLeaderToDefrag(MoveLeader):
 
     from_id: int = 0
 
-    async def execute(self, ctx: ActionContext) -> None:
-        await super().execute(ctx)
+    async def execute(self, ctx: ActionContext) -> Outcome:
+        moved = await super().execute(ctx)
         ctx.maintenance.mark(moved_off=self.from_id)
+        return moved
 
 
 @frozen
-class DisarmNospace(_Noted):
+class DisarmNospace(Action):
     largest: int  # bytes of the largest member database after the recovery
     quota: int
     event_reason: ClassVar[str] = "NospaceAlarmDisarmed"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         cleared = await ctx.admin.disarm_nospace(ctx.endpoints)
         ctx.maintenance.mark(disarmed=True)
-        self.note(f"disarmed {cleared} NOSPACE alarm(s): {self._sizes()}; writes are accepted again")
+        return Outcome(f"disarmed {cleared} NOSPACE alarm(s): {self._sizes()}; writes are accepted again")
 
     def _sizes(self) -> str:
         return f"largest member database {mib(self.largest)} of the {mib(self.quota)} quota"
 
     def describe(self) -> str:
-        return self.told(f"disarmed the NOSPACE alarm: {self._sizes()}")
+        return f"disarmed the NOSPACE alarm: {self._sizes()}"
 
     def progress(self) -> str:
         return f"NOSPACE alarm: disarming, {self._sizes()}"
@@ -170,8 +149,9 @@ class ReportSpaceExhausted(Action):
     quota: int
     event_reason: ClassVar[str] = "LiveDataExceedsQuota"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         ctx.maintenance.mark(exhausted=True)
+        return self.done()
 
     def describe(self) -> str:
         return exhausted_story(self.largest, self.quota)

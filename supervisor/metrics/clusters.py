@@ -11,8 +11,8 @@ Prometheus scrapes. So:
   verification results;
 - the latest `Observed` gives voting and healthy members, database sizes, versions.
 
-A new operation is one line in `EVENT_OPERATIONS` (an action of `actors/actions.py` needs none:
-its `event_reason` and `failure_reason` are read from the class).
+A new operation is one line in `EVENT_OPERATIONS` (an action needs none: every action class joins
+`Action.kinds` as it is defined, and its `event_reason` and `failure_reason` are read from it).
 """
 
 from __future__ import annotations
@@ -55,21 +55,12 @@ HEAL_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 RECOVERY_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 
 
-def _actions() -> Iterator[type[Action]]:
-    pending = list(Action.__subclasses__())
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        yield cls
-
-
 def operation_of(reason: str) -> tuple[str, str] | None:
     """(operation, result) an Event reason stands for; None for other Events (phases, bad specs)."""
     known = EVENT_OPERATIONS.get(reason)
     if known is not None:
         return known
-    for cls in _actions():
-        name = cls.__name__
+    for name, cls in Action.kinds.items():
         # The class that names the reason, not a subclass inheriting it (MoveLeaderToDefrag).
         if cls.__dict__.get("event_reason") == reason:
             return name, "succeeded"

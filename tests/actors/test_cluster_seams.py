@@ -8,7 +8,7 @@ import attrs
 import trio
 import trio.testing
 
-from actors.actions import Action, ActionContext, Wait
+from actors.actions import Action, ActionContext, Outcome, Wait
 from actors.cluster import ClusterContext
 from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec, HealthSpec
@@ -39,8 +39,9 @@ class Sweep(Action):
     note: str
     event_reason: ClassVar[str] = "Swept"
 
-    async def execute(self, ctx: ActionContext) -> None:
+    async def execute(self, ctx: ActionContext) -> Outcome:
         SWEPT.append((self.note, len(ctx.observed.voters()), ctx.spec.size))
+        return self.done()
 
     def describe(self) -> str:
         return f"swept {self.note}"
