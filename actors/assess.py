@@ -18,9 +18,9 @@ from actors.model import (
     MemberStatus,
     Phase,
     Role,
+    exit_story,
 )
 from actors.observed import Observed
-from actors.plan.restart import exit_story
 
 
 def assess(

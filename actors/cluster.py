@@ -15,7 +15,6 @@ replan on those facts without calling anything.
 
 from __future__ import annotations
 
-import collections
 import logging
 import math
 import time
@@ -25,20 +24,32 @@ from typing import TypeVar
 
 import attrs
 import trio
-from attrs import frozen
 
 from actors.actions import Action, ActionContext, Outcome, QuorumRecovered, RestartedForSilence, Step
 from actors.assess import assess
-from actors.backup.health import BackupReport
+from actors.cluster_context import (
+    ChildFactory,
+    ClusterContext,
+    ClusterMessage,
+    Desired,
+    GetStatus,
+    LookAgain,
+    ObservedFeed,
+    RuntimeChanged,
+    ServiceReports,
+    ServicesReported,
+    SpecChanged,
+    Tick,
+    Timing,
+    nudge,
+)
 from actors.errors import EtcdError, NamespaceTerminating, StepFailed
 from actors.holdoff import HoldOff
-from actors.maintenance.board import MaintenanceBoard
-from actors.maintenance.revisions import RevisionSamples, periodic_retention_seconds
+from actors.maintenance.revisions import periodic_retention_seconds
 from actors.member import MemberActor, MemberProbed, Probe
 from actors.member_times import MemberTimes
 from actors.model import (
     ClusterRef,
-    ClusterResource,
     ClusterStatus,
     EtcdMember,
     LastBackup,
@@ -50,118 +61,19 @@ from actors.model import (
 from actors.observed import Observed
 from actors.plan import PLANNERS, Planner, plan
 from actors.ports import ClusterPorts, MemberRuntime
+from actors.probe_book import ProbeBook
 from supervisor.backoff import Backoff
 from supervisor.runtime import (
     Actor,
     ChildSpec,
     Handle,
     Intensity,
-    Reply,
     Strategy,
     Supervisor,
     actor_child,
 )
 
 log = logging.getLogger(__name__)
-
-
-@frozen
-class Timing:
-    tick: float = 1.0  # health tick: probes, and a fresh look at everything
-    # A member that just started is probed this often until it serves, for at most
-    # eager_window: a pod may take seconds to be scheduled and started, and its status only
-    # shows it running up to a kubelet relist later, so the member's own answer comes first.
-    # Every step of a bootstrap waits on such an answer; a probe of a member not serving yet
-    # fails at once (no address yet, or a refused connection), so asking often costs little.
-    eager_probe_interval: float = 0.025
-    eager_window: float = 5.0
-    call_timeout: float = 5.0  # one etcd or runtime call
-    probe_timeout: float = 1.0
-    health_ttl: float = 3.0  # a probe older than this no longer counts
-
-
-@frozen
-class Desired:
-    """What the user asked for, and what was wrong with their latest edit, if anything."""
-
-    resource: ClusterResource
-    problem: str | None = None  # an invalid edit keeps the last good spec, reported here
-
-
-class ServiceReports:
-    """What per-cluster children report for the cluster's status (the backup actor's outcome).
-
-    Written by the children, read by the cluster actor when it assesses; outlives both.
-    """
-
-    def __init__(self) -> None:
-        self.backup: BackupReport | None = None
-        self.maintenance = MaintenanceBoard()  # the defrag round: started by the defrag actor or the plan
-        # The last revision the stored delta chunks reach, without a gap from a verified snapshot.
-        self.deltas_reach = 0
-
-
-class ObservedFeed:
-    """The latest `Observed` the cluster actor acted on, for per-cluster children to read.
-
-    Children never observe on their own: they read what the cluster actor saw, so every part
-    of a cluster's tree agrees on who is healthy and who leads. Outlives actor restarts.
-    """
-
-    def __init__(self) -> None:
-        self._latest: Observed | None = None
-        self._published = trio.Event()
-
-    @property
-    def latest(self) -> Observed | None:
-        return self._latest
-
-    def publish(self, observed: Observed) -> None:
-        self._latest = observed
-        self._published.set()
-        self._published = trio.Event()
-
-    async def wait_next(self) -> Observed:
-        """The next `Observed` published from now on."""
-        await self._published.wait()
-        assert self._latest is not None
-        return self._latest
-
-
-# --- messages -------------------------------------------------------------------------------
-
-
-@frozen
-class SpecChanged:
-    pass
-
-
-@frozen
-class LookAgain:
-    """Re-read the runtime and etcd's membership: a step was taken, or the actor just started."""
-
-
-@frozen
-class Tick:
-    pass
-
-
-@frozen
-class ServicesReported:
-    """A per-cluster child changed what it reports: assess again (nothing to re-read)."""
-
-
-@frozen
-class RuntimeChanged:
-    name: str
-
-
-@frozen
-class GetStatus:
-    reply: Reply[ClusterStatus | None]
-
-
-ClusterMessage = SpecChanged | LookAgain | Tick | RuntimeChanged | MemberProbed | ServicesReported | GetStatus
 
 
 def coalesce_key(msg: ClusterMessage) -> Hashable | None:
@@ -253,7 +165,7 @@ class ClusterActor(Actor[ClusterMessage]):
         self._feed = feed
         self._planners = planners
         self._reports = reports or ServiceReports()
-        self._health: dict[str, tuple[MemberHealth | None, float]] = {}
+        self._book = ProbeBook()
         self._runtime: tuple[RuntimeMember, ...] = ()
         self._membership: tuple[EtcdMember, ...] | None = None
         self._stale = True  # runtime and membership must be read again before deciding
@@ -261,25 +173,13 @@ class ClusterActor(Actor[ClusterMessage]):
         self._status: ClusterStatus | None = None
         self._holdoff = HoldOff()
         self._times = MemberTimes()
-        # When the last step (succeeded or failed) ended: answers asked before it describe the
-        # cluster before it (the old process of a restarted member, the leader before a move).
-        self._step_done_at = -math.inf
-        # When the recent steps ran: no member is asked again while a step runs (this actor is
-        # busy with it), so those stretches do not age the answers asked before (_answer_age).
-        self._recent_steps: collections.deque[tuple[float, float]] = collections.deque(maxlen=16)
         self._step_started_at = -math.inf
         # Why a step that fails the cluster (a restore) failed last; cleared by any success.
         self._failure: str | None = None
         # The namespace is being deleted (a step was refused so): nothing can be made in it any
         # more, so no step is taken until the cluster goes; the status says why.
         self._going_away = False
-        # The highest store revision any member reported (what a quorum loss may cost beyond
-        # the survivor's), and the latest recovery, for the status. Memory: a restarted actor
-        # learns the revision again from the members, and the Events keep every recovery.
-        self._revision_seen = 0
-        # The revision a periodic autoCompaction's retention ago, for a NOSPACE recovery's first
-        # compaction; a restarted actor samples afresh (and keeps all history until it can tell).
-        self._revisions = RevisionSamples()
+        # The latest recovery, for the status. Memory: the Events keep every recovery.
         self._last_recovery: LastRecovery | None = None
 
     async def on_start(self) -> None:
@@ -307,21 +207,20 @@ class ClusterActor(Actor[ClusterMessage]):
 
     def _fold_probe(self, name: str, health: MemberHealth | None, asked_at: float) -> bool:
         """Record a probe's answer; True when it changes what the plan or the status reads."""
-        now = trio.current_time()
-        before = self._health.get(name)
-        if before is not None and before[1] > asked_at:
+        if self._book.superseded(name, asked_at):
             return False  # an eager probe's answer already came in, asked later than this one
-        self._health[name] = (health, asked_at)
+        now = trio.current_time()
         if health is not None:
             self._times.answered(name, now)
-            self._revision_seen = max(self._revision_seen, health.revision)
-            window = periodic_retention_seconds(self._desired().resource.spec.maintenance)
-            self._revisions = self._revisions.record(now, health.revision, window)
-        if before is None or before[1] < self._step_done_at <= asked_at:
-            return True  # the first answer since the last step: the rollout waits on it
-        if not self._counts(name, before[1]):
-            return True  # the answer before was refused (older than the process): this one counts
-        return _picture(before[0]) != _picture(health)
+        self._book, changed = self._book.fold(
+            name,
+            health,
+            asked_at,
+            now=now,
+            answers_from=self._times.answers_from(name),
+            window=periodic_retention_seconds(self._desired().resource.spec.maintenance),
+        )
+        return changed
 
     async def on_drained(self) -> None:
         if self._dirty:
@@ -381,12 +280,12 @@ class ClusterActor(Actor[ClusterMessage]):
             restarted_silent=self._times.restarted_silent(),
             maintenance=self._reports.maintenance.round,
             unreachable_for=self._times.unreachable_for(now),
-            answered_before_step=frozenset(n for n in health if self._health[n][1] < self._step_done_at),
-            revision_seen=self._revision_seen,
-            revision_ages=self._revisions.ages(now),
+            answered_before_step=self._book.answered_before_step(health),
+            revision_seen=self._book.revision_seen,
+            revision_ages=self._book.revisions.ages(now),
             newest_verified_backup=self._newest_verified_backup(),
             deltas_reach=self._reports.deltas_reach,
-            had_members=self._revision_seen > 0 or bool(self._desired().resource.recorded_members),
+            had_members=self._book.revision_seen > 0 or bool(self._desired().resource.recorded_members),
         )
 
     def _newest_verified_backup(self) -> LastBackup | None:
@@ -396,27 +295,8 @@ class ClusterActor(Actor[ClusterMessage]):
 
     def _fresh_health(self) -> dict[str, MemberHealth | None]:
         """Probe answers young enough to count, and given by the member's current process."""
-        now = trio.current_time()
-        names = {r.name for r in self._runtime}
-        self._health = {n: v for n, v in self._health.items() if n in names}
-        return {
-            n: h
-            for n, (h, at) in self._health.items()
-            if self._answer_age(at, now) <= self._timing.health_ttl and self._counts(n, at)
-        }
-
-    def _counts(self, name: str, asked_at: float) -> bool:
-        """Whether an answer asked at `asked_at` is the member's current process speaking."""
-        return asked_at >= (self._times.answers_from(name) or asked_at)
-
-    def _answer_age(self, asked_at: float, now: float) -> float:
-        """How long the members have been asked about since this answer's question: the time
-        steps ran does not count for an answer asked before they started (its answer may have
-        come in during one; steps longer than the TTL would otherwise make every member look
-        silent, and the quorum lost, right after them: PhaseFailed after each defrag of a large
-        database). A member a step restarted is excluded by its start time, not by age."""
-        busy = sum(end - start for start, end in self._recent_steps if start >= asked_at)
-        return now - asked_at - busy
+        self._book = self._book.only(r.name for r in self._runtime)
+        return self._book.fresh(trio.current_time(), self._timing.health_ttl, self._times.answers_from)
 
     async def _member_list(self, endpoints: list[str]) -> tuple[EtcdMember, ...] | None:
         if not endpoints:
@@ -503,9 +383,7 @@ class ClusterActor(Actor[ClusterMessage]):
                 self._times.restarted_for_silence(name)  # silent again after this: replace it
             case QuorumRecovered(recovery=recovery):
                 self._last_recovery = recovery
-                # The recovered history is the one to follow now.
-                self._revision_seen = recovery.revision
-                self._revisions = RevisionSamples()
+                self._book = self._book.recovered(recovery.revision)
         await self._ports.events.record(
             self.ref, reason=step.event_reason, message=outcome.description, measured=outcome.measured
         )
@@ -515,8 +393,7 @@ class ClusterActor(Actor[ClusterMessage]):
         """Ask every member afresh: what the next step reads must postdate this one. Not
         eagerly: an eager probe reports only once its member serves, and the others' answers
         are wanted now (a restarted member's runtime event asks it eagerly)."""
-        self._step_done_at = trio.current_time()
-        self._recent_steps.append((self._step_started_at, self._step_done_at))
+        self._book = self._book.step_ran(self._step_started_at, trio.current_time())
         self._members.probe_all()
 
 
@@ -546,34 +423,6 @@ async def alongside(side: Callable[[], Awaitable[None]], main: Callable[[], Awai
     if main_failed or side_failed:
         raise (main_failed or side_failed)[0]
     return result
-
-
-def _picture(health: MemberHealth | None) -> tuple[object, ...] | None:
-    """What of a probe's answer the plan and the status read: a steady member's answers, tick
-    after tick, have the same picture (its raft index moves with every write; that does not
-    matter, except for a learner catching up)."""
-    if health is None:
-        return None
-    progress = health.raft_applied_index if health.is_learner else None
-    return (
-        health.member_id,
-        health.leader_id,
-        health.is_learner,
-        bool(health.errors),
-        health.alarms,
-        progress,
-        health.downgrade_target,  # a downgrade enabled, and the data kept in the older
-        health.storage_version,  # version: the rollback may go on
-        health.cluster_version,
-    )
-
-
-def nudge(handle: Handle[ClusterMessage], msg: ClusterMessage) -> None:
-    """Deliver an observation without ever blocking the caller (a watch, a probe, a timer)."""
-    try:
-        handle.send_nowait(msg)
-    except (trio.WouldBlock, trio.ClosedResourceError):
-        pass  # a full mailbox already holds a look-again; a closed one has no reader
 
 
 async def forward_runtime_changes(
@@ -606,23 +455,6 @@ async def run_ticker(
     while True:
         await trio.sleep(interval)
         nudge(handle, Tick())
-
-
-@frozen
-class ClusterContext:
-    """What a per-cluster child gets: who the cluster is, what is wanted, what was seen, the ports."""
-
-    ref: ClusterRef
-    desired: Callable[[], Desired]
-    ports: ClusterPorts
-    timing: Timing
-    feed: ObservedFeed
-    handle: Handle[ClusterMessage]  # to nudge the cluster actor
-    reports: ServiceReports  # what the children report for the status
-
-
-# A per-cluster child beside the members and the cluster actor (backup schedule, defrag, ...).
-ChildFactory = Callable[[ClusterContext], ChildSpec]
 
 
 # A per-cluster service (backups, defragmentation) that keeps crashing is retried at most once

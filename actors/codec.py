@@ -16,7 +16,6 @@ from typing import Any
 import yaml
 from attrs import frozen
 
-from actors.backup.schedule import valid_schedule
 from actors.model import (
     API_GROUP,
     API_VERSION,
@@ -63,6 +62,7 @@ from actors.model import (
     StoreSpec,
     duration_seconds,
 )
+from actors.schedule import valid_schedule
 
 # The same rules as the CRD's CEL (tests/unit/test_codec.py keeps them identical): a release
 # or pre-release version without a leading "v", and a repository without tag or digest.

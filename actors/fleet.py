@@ -15,7 +15,8 @@ import attrs
 import trio
 from attrs import define
 
-from actors.cluster import ChildFactory, ClusterMessage, Desired, GetStatus, SpecChanged, Timing, cluster_tree
+from actors.cluster import cluster_tree
+from actors.cluster_context import ChildFactory, ClusterMessage, Desired, GetStatus, SpecChanged, Timing
 from actors.model import ClusterRef, ClusterResource, ClusterStatus, ReclaimPolicy
 from actors.plan import PLANNERS, Planner
 from actors.ports import ClusterPorts

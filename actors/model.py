@@ -477,6 +477,19 @@ class RuntimeMember:
     deleting: bool = False
 
 
+def exit_story(r: RuntimeMember) -> str:
+    """ "exited with code 1 (etcd: ...)": what the status and Events say about a stopped member."""
+    if r.exit_code is not None:
+        story = f"exited with code {r.exit_code}"
+    else:  # still waiting to start (an image that cannot be pulled), or gone without a code
+        story = "cannot start" if r.state is ProcessState.STARTING else "exited"
+    if r.last_error:
+        story += f" ({r.last_error})"
+    if r.consecutive_failures > 1:
+        story += f", {r.consecutive_failures} times in a row"
+    return story
+
+
 @frozen
 class MemberConfig:
     """What a runtime would start members of a spec with: a fingerprint of everything whose

@@ -39,7 +39,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from actors.maintenance.actor import defrag_child
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, DefragSpec, MaintenanceSpec
 from bench.report import write_result

@@ -30,7 +30,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from actors.fleet import open_fleet
 from actors.model import (
     ClusterRef,

@@ -25,7 +25,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from actors.model import ClusterRef, ClusterResource, ClusterSpec
 from bench.report import median_line, write_result
 from bench.static_etcd import static_cluster, wait_healthy

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from actors.backup.job import take_backup  # noqa: E402
-from actors.cluster import Timing  # noqa: E402
+from actors.cluster_context import Timing  # noqa: E402
 from actors.model import (  # noqa: E402
     DEFAULT_VERSION,
     ClusterRef,

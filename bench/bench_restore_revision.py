@@ -22,7 +22,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.backup.deltas import covered_to, deltas_prefix, parse_chunk_key
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from actors.model import (
     BackupSpec,
     ClusterRef,

@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import attrs
@@ -24,11 +23,10 @@ from attrs import frozen
 
 from actors.backup.health import BackupReport
 from actors.backup.job import BackupFailed, BackupOutcome, take_backup
-from actors.backup.ports import BackupRequests, SnapshotVerifier
+from actors.backup.ports import BackupPorts, BackupRequests
 from actors.backup.retention import BackupRecord, expired
-from actors.backup.schedule import due, utc
 from actors.backup.source import metadata_key, scheduled, snapshot_of, taken_at
-from actors.cluster import ChildFactory, ClusterContext, ServicesReported, nudge
+from actors.cluster_context import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import StoreError
 from actors.measurements import BackupMeasured
 from actors.model import (
@@ -41,6 +39,7 @@ from actors.model import (
     StoreSpec,
     duration_seconds,
 )
+from actors.schedule import due, utc
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.runtime import Actor, ChildSpec, Handle, Mailbox, run_actor
@@ -58,17 +57,6 @@ ON_DEMAND_ATTEMPTS = 3
 @frozen
 class Wake:
     """Look at the schedule (a timer tick)."""
-
-
-@frozen
-class BackupPorts:
-    """What backups need beyond the cluster's ports. `open_store` opens a store for one use;
-    the actor closes it. `requests`: on-demand backups (None: scheduled ones only)."""
-
-    open_store: Callable[[StoreSpec], ObjectStore]
-    verifier: SnapshotVerifier | None
-    clock: Callable[[], float] = time.time  # wall time, for the schedule (tests speed it up)
-    requests: BackupRequests | None = None
 
 
 class BackupActor(Actor[Wake]):

@@ -27,7 +27,6 @@ from contextlib import asynccontextmanager
 import trio
 from attrs import define
 
-from actors.backup.actor import BackupPorts
 from actors.backup.delta_verify import VERIFY_EVERY, ChainVerifier, Checkpoint, VerifyAsk, verification_due
 from actors.backup.deltas import (
     Change,
@@ -41,8 +40,9 @@ from actors.backup.deltas import (
     parse_chunk_key,
 )
 from actors.backup.job import BackupFailed, take_backup
+from actors.backup.ports import BackupPorts
 from actors.backup.source import snapshot_source
-from actors.cluster import ChildFactory, ClusterContext
+from actors.cluster_context import ChildFactory, ClusterContext
 from actors.errors import EtcdError, RevisionCompacted, StoreError
 from actors.measurements import Measurement
 from actors.model import BackupSpec, duration_seconds

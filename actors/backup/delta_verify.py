@@ -34,7 +34,7 @@ from attrs import define, field, frozen
 from actors.backup.point_in_time import PointInTime, plan_chain
 from actors.backup.ports import SnapshotVerifier
 from actors.backup.records import KvHash
-from actors.cluster import ClusterContext
+from actors.cluster_context import ClusterContext
 from actors.errors import RestoreFailed
 from actors.model import StoreSpec
 from actors.store_port import ObjectStore

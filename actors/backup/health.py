@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from actors.backup.schedule import next_slot, utc
 from actors.model import BackupSpec, BackupStatus, Condition
+from actors.schedule import next_slot, utc
 
 KIND = "BackupHealthy"
 

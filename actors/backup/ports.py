@@ -1,17 +1,19 @@
-"""What backups need beyond the cluster's ports: somewhere to verify a snapshot, a way to
-restore one as a new cluster's seed, and where on-demand backups (EtcdBackup) come from and
-report to."""
+"""What backups need beyond the cluster's ports (`BackupPorts`): where snapshots go,
+somewhere to verify a snapshot, a way to restore one as a new cluster's seed, and where
+on-demand backups (EtcdBackup) come from and report to."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Sequence
+import time
+from collections.abc import AsyncIterable, Callable, Sequence
 from typing import Protocol
 
 from attrs import frozen
 
 from actors.backup.deltas import Change
 from actors.backup.records import KvHash
-from actors.model import ClusterRef, EtcdBackup, EtcdBackupStatus, MemberLaunch, RestoreSpec
+from actors.model import ClusterRef, EtcdBackup, EtcdBackupStatus, MemberLaunch, RestoreSpec, StoreSpec
+from actors.store_port import ObjectStore
 
 
 class SnapshotVerifier(Protocol):
@@ -77,3 +79,14 @@ class BackupResolver(Protocol):
         """The store and key of a Succeeded EtcdBackup; RestoreFailed saying why when it is
         unknown, not Succeeded, or its store cannot be told (restore_source.py decides)."""
         ...
+
+
+@frozen
+class BackupPorts:
+    """What backups need beyond the cluster's ports. `open_store` opens a store for one use;
+    whoever opened it closes it. `requests`: on-demand backups (None: scheduled ones only)."""
+
+    open_store: Callable[[StoreSpec], ObjectStore]
+    verifier: SnapshotVerifier | None
+    clock: Callable[[], float] = time.time  # wall time, for the schedule (tests speed it up)
+    requests: BackupRequests | None = None

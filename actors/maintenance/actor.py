@@ -15,12 +15,12 @@ from collections.abc import Callable
 import trio
 from attrs import frozen
 
-from actors.backup.schedule import due, utc
-from actors.cluster import ChildFactory, ClusterContext, LookAgain, nudge
+from actors.cluster_context import ChildFactory, ClusterContext, LookAgain, nudge
 from actors.maintenance.board import DefragRound, MaintenanceBoard
 from actors.maintenance.trigger import fragmentation_story, fragmented_members
 from actors.model import DefragSpec
 from actors.observed import Observed
+from actors.schedule import due, utc
 from supervisor.runtime import Actor, ChildSpec, Handle, Mailbox, run_actor
 
 WAKE_EVERY = 2.0

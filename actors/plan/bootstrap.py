@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from actors.actions import RestoreSeed, StartMember, StartSeed, Step, Wait
-from actors.model import ClusterSpec, ProcessState, member_name
+from actors.model import ClusterSpec, ProcessState, exit_story, member_name
 from actors.observed import Observed
-from actors.plan.restart import STOPPED, backoff_wait, exit_story
+from actors.plan.restart import STOPPED, backoff_wait
 
 ALL_DATA_LOST = "every member lost its data: only a restore from backup can bring the data back"
 

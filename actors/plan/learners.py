@@ -4,9 +4,8 @@ down meanwhile. One change at a time, so nothing after this planner runs until i
 from __future__ import annotations
 
 from actors.actions import PromoteLearner, RemoveMember, StartMember, Step, Wait
-from actors.model import ClusterSpec, ProcessState
+from actors.model import ClusterSpec, ProcessState, exit_story
 from actors.observed import Observed
-from actors.plan.restart import exit_story
 
 # etcd refuses to promote a learner whose log lags too far; promote only once it has applied
 # this share of the leader's log, so promotion does not bounce off that check.

@@ -8,7 +8,7 @@ quorum returns. That is why this planner runs before the quorum guard.
 from __future__ import annotations
 
 from actors.actions import RemoveMember, StartMember, Step, Wait
-from actors.model import ClusterSpec, ProcessState, RuntimeMember
+from actors.model import ClusterSpec, ProcessState, RuntimeMember, exit_story
 from actors.observed import Observed
 from supervisor.backoff import Backoff
 
@@ -27,19 +27,6 @@ def restart_delay(consecutive_failures: int) -> float:
     if consecutive_failures <= 1:
         return 0.0
     return CRASH_BACKOFF.base_delay(consecutive_failures - 2)
-
-
-def exit_story(r: RuntimeMember) -> str:
-    """ "exited with code 1 (etcd: ...)": what the status and Events say about a stopped member."""
-    if r.exit_code is not None:
-        story = f"exited with code {r.exit_code}"
-    else:  # still waiting to start (an image that cannot be pulled), or gone without a code
-        story = "cannot start" if r.state is ProcessState.STARTING else "exited"
-    if r.last_error:
-        story += f" ({r.last_error})"
-    if r.consecutive_failures > 1:
-        story += f", {r.consecutive_failures} times in a row"
-    return story
 
 
 def backoff_wait(observed: Observed, r: RuntimeMember) -> Wait | None:

@@ -13,11 +13,11 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 
 import attrs
 
-from actors.backup.actor import BackupPorts, backup_child
+from actors.backup.actor import backup_child
 from actors.backup.delta_actor import delta_child
 from actors.backup.deltas import HistorySource
-from actors.backup.ports import BackupRequests
-from actors.cluster import ChildFactory, ClusterContext
+from actors.backup.ports import BackupPorts, BackupRequests
+from actors.cluster_context import ChildFactory, ClusterContext
 from actors.model import StoreSpec
 from actors.store_port import ObjectInfo, ObjectStore, StoredObject
 from supervisor.kube.client import KubeClient

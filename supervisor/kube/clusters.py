@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from actors.backup.deltas import HistoryStream
 from actors.backup.records import KvHash, SnapshotTaken
-from actors.cluster import Desired, Timing
+from actors.cluster_context import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
 from actors.fleet import Fleet, PortsFactory, open_fleet
 from actors.maintenance.actor import defrag_child

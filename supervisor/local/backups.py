@@ -12,11 +12,11 @@ import time
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from actors.backup.actor import RETRY, WAKE_EVERY, BackupPorts, backup_child
+from actors.backup.actor import RETRY, WAKE_EVERY, backup_child
 from actors.backup.deltas import Change
-from actors.backup.ports import BackupRequests, SnapshotVerifier
+from actors.backup.ports import BackupPorts, BackupRequests, SnapshotVerifier
 from actors.backup.records import KvHash
-from actors.cluster import ChildFactory, ClusterContext
+from actors.cluster_context import ChildFactory, ClusterContext
 from actors.model import StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff

@@ -23,7 +23,7 @@ import trio
 from prometheus_client import CollectorRegistry
 
 from actors.backup.ports import SeedRestorer
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from actors.fleet import PortsFactory, open_fleet
 from actors.maintenance.actor import defrag_child
 from actors.measurements import Measurement

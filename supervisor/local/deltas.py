@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from actors.backup.actor import BackupPorts
 from actors.backup.delta_actor import delta_child
 from actors.backup.delta_verify import VERIFY_EVERY
 from actors.backup.deltas import HistorySource
-from actors.cluster import ChildFactory, ClusterContext
+from actors.backup.ports import BackupPorts
+from actors.cluster_context import ChildFactory, ClusterContext
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.local.backups import SpecVersionVerifier, local_store_opener
 from supervisor.local.runtime import LocalRuntime

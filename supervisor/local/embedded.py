@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from actors.cluster import ChildFactory, Timing
+from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import Fleet, open_fleet
 from actors.measurements import Measurement
 from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase, StoreSpec

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import trio
 
-from actors.cluster import Desired
+from actors.cluster_context import Desired
 from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterStatus, Condition
 from actors.ports import EventSink, StatusSink

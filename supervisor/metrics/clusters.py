@@ -25,8 +25,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+import actors.plan  # noqa: F401  every action a planner returns is defined, so in Action.kinds
 from actors.actions import Action
-from actors.cluster import ClusterContext
+from actors.cluster_context import ClusterContext
 from actors.measurements import BackupMeasured, Defragmented, Measurement, Verification
 from actors.model import ClusterRef, ClusterStatus
 from actors.observed import quorum

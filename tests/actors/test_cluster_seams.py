@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from actors.actions import Action, ActionContext, Outcome, Wait
-from actors.cluster import ClusterContext
+from actors.cluster_context import ClusterContext
 from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec, HealthSpec
 from actors.plan import PLANNERS

@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from actors.backup.actor import BackupPorts
 from actors.backup.delta_actor import DEAD_AFTER, delta_child
 from actors.backup.deltas import (
     Change,
@@ -26,6 +25,7 @@ from actors.backup.deltas import (
     parse_chunk_key,
 )
 from actors.backup.health import BackupReport
+from actors.backup.ports import BackupPorts
 from actors.errors import EtcdUnavailable
 from actors.fleet import open_fleet
 from actors.model import (

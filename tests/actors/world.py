@@ -9,7 +9,7 @@ import collections
 import attrs
 import trio
 
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from actors.errors import ClusterUnhealthy, EtcdUnavailable, NamespaceTerminating
 from actors.fleet import open_fleet
 from actors.model import (

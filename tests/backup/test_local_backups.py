@@ -8,7 +8,8 @@ import os
 import attrs
 import trio
 
-from actors.backup.actor import BackupPorts, backup_child
+from actors.backup.actor import backup_child
+from actors.backup.ports import BackupPorts
 from actors.backup.source import taken_at
 from actors.measurements import BackupMeasured, Verification
 from actors.model import BackupSpec, LastBackup, LocalStore, RetentionSpec, S3Store, StoreSpec

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import trio
 
-from actors.cluster import ChildFactory, Timing
+from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, StoreSpec
 from actors.ports import ClusterPorts

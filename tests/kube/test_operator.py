@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.cluster import Timing
+from actors.cluster_context import Timing
 from supervisor.aio import open_asyncio_loop
 from supervisor.etcd.client import open_etcd_client
 from supervisor.kube import manifests as m

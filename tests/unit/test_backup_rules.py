@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 
 from actors.backup.health import BackupReport, backup_condition
 from actors.backup.retention import BackupRecord, expired
-from actors.backup.schedule import due, latest_slot, next_slot, valid_schedule
 from actors.model import BackupSpec, BackupStatus, LastBackup, LocalStore, StoreSpec
+from actors.schedule import due, latest_slot, next_slot, valid_schedule
 
 EVERY_SIX_HOURS = "0 */6 * * *"
 

@@ -11,8 +11,15 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from actors.model import ClusterRef, ClusterSpec, MemberLaunch, ProcessState, ResourceSpec, RuntimeMember
-from actors.plan.restart import exit_story
+from actors.model import (
+    ClusterRef,
+    ClusterSpec,
+    MemberLaunch,
+    ProcessState,
+    ResourceSpec,
+    RuntimeMember,
+    exit_story,
+)
 from supervisor.cli import build_parser
 from supervisor.kube import manifests as m
 from supervisor.kube.runtime import (

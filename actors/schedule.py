@@ -1,7 +1,8 @@
-"""When a scheduled backup is due: 5-field cron, in UTC, read with croniter.
+"""When a scheduled operation (a backup, a defragmentation) is due: 5-field cron, in UTC,
+read with croniter.
 
 A firing missed while the daemon was down is made up once at start, not once per missed slot:
-what matters is that a backup exists for the latest slot, not how many slots went by.
+what matters is that the operation ran for the latest slot, not how many slots went by.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def next_slot(schedule: str, now: datetime) -> datetime:
 
 
 def due(schedule: str, since: datetime, now: datetime) -> bool:
-    """Whether a scheduled backup should start now: a slot came after `since` (the last
-    scheduled backup's start, or when the schedule was first seen), however many slots since."""
+    """Whether a scheduled operation should start now: a slot came after `since` (the last
+    scheduled run's start, or when the schedule was first seen), however many slots since."""
     return latest_slot(schedule, now) > since
 
 
