@@ -45,17 +45,11 @@ def assess(
     default `now`). `failure`: why a step that fails the cluster (a restore) failed; Failed until it works.
     """
     healthy_voters = observed.healthy_voters()
-    quorum_ok = observed.has_quorum()
     phase = Phase.FAILED if failure else next_phase(previous, spec, observed, converged=step is None)
     message = failure or step_message(step, healthy=len(healthy_voters), size=spec.size)
     statuses = member_statuses(observed)
     conditions: tuple[Condition, ...] = (
-        Condition(
-            "Available",
-            "True" if quorum_ok else "False",
-            "QuorumHealthy" if quorum_ok else "QuorumLost",
-            f"{len(healthy_voters)} of {len(observed.voters())} voting members healthy",
-        ),
+        available_condition(observed),
         Condition(
             "Progressing",
             "False" if step is None else "True",
@@ -83,6 +77,25 @@ def assess(
         version=cluster_version(statuses, observed),
         db_size=largest_db_size(statuses),
     )
+
+
+def too_soon_to_tell(previous: Phase | None, observed: Observed) -> bool:
+    """A cluster actor just started (no status of its own yet) has not heard from every running
+    member: it publishes nothing yet, so the status on record stands (a restarted daemon shows
+    no Failed, no unhealthy member, no Running it does not know). Bounded: every member is
+    probed at once, and one that does not answer is given up on after Timing.eager_window."""
+    return previous is None and bool(observed.not_heard_from())
+
+
+def available_condition(observed: Observed) -> Condition:
+    """Available: a healthy quorum; Unknown while members not asked yet could make one."""
+    healthy = f"{len(observed.healthy_voters())} of {len(observed.voters())} voting members healthy"
+    if observed.has_quorum():
+        return Condition("Available", "True", "QuorumHealthy", healthy)
+    if observed.quorum_in_doubt():
+        waiting = ", ".join(observed.not_heard_from())
+        return Condition("Available", "Unknown", "AwaitingProbes", f"{healthy}; not heard from: {waiting}")
+    return Condition("Available", "False", "QuorumLost", healthy)
 
 
 def step_message(step: Step | None, *, healthy: int, size: int) -> str:
@@ -229,7 +242,9 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
         # Young, not failed: a cluster that never formed has no quorum to lose.
         return Phase.RUNNING if converged and quorum_ok else Phase.CREATING
     if not quorum_ok:
-        return Phase.FAILED
+        # Members not asked yet may hold it (a daemon restarted over a running cluster): the
+        # phase stays until they answered, so a restart never shows a Failed that was not.
+        return previous if observed.quorum_in_doubt() else Phase.FAILED
     if previous is Phase.FAILED:
         return Phase.RECOVERING  # always shown on the way back, however quickly it goes
     if previous is Phase.RECOVERING:
@@ -258,3 +273,13 @@ def carry_transition_times(
         stamp = old.last_transition_time if kept and old is not None else now
         out.append(Condition(c.type, c.status, c.reason, c.message, stamp))
     return tuple(out)
+
+
+def stamp_unset(conditions: tuple[Condition, ...], now: float) -> tuple[Condition, ...]:
+    """Conditions with no lastTransitionTime stamped `now`, the others as they are: what a
+    status writer does that has nothing to carry times from, so a status built outside
+    assess() (a cluster refused at creation) never shows the epoch."""
+    return tuple(
+        c if c.last_transition_time else Condition(c.type, c.status, c.reason, c.message, now)
+        for c in conditions
+    )

@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from actors.actions import Action, ActionContext, Outcome, QuorumRecovered, RestartedForSilence, Step
-from actors.assess import assess
+from actors.assess import assess, too_soon_to_tell
 from actors.cluster_context import (
     ChildFactory,
     ClusterContext,
@@ -281,6 +281,7 @@ class ClusterActor(Actor[ClusterMessage]):
             maintenance=self._reports.maintenance.round,
             unreachable_for=self._times.unreachable_for(now),
             answered_before_step=self._book.answered_before_step(health),
+            unprobed=self._book.unprobed(r.name for r in self._runtime),
             revision_seen=self._book.revision_seen,
             revision_ages=self._book.revisions.ages(now),
             newest_verified_backup=self._newest_verified_backup(),
@@ -308,8 +309,11 @@ class ClusterActor(Actor[ClusterMessage]):
                 pass
         return None
 
-    def _assess(self, desired: Desired, observed: Observed, step: Step | None) -> ClusterStatus:
+    def _assess(self, desired: Desired, observed: Observed, step: Step | None) -> ClusterStatus | None:
+        """The status to publish; None while it is too soon to tell (the one on record stands)."""
         previous = self._status
+        if too_soon_to_tell(previous.phase if previous else None, observed):
+            return None
         return assess(
             desired.resource.spec,
             observed,
@@ -324,8 +328,10 @@ class ClusterActor(Actor[ClusterMessage]):
             last_recovery=self._last_recovery,
         )
 
-    async def _publish(self, status: ClusterStatus) -> None:
+    async def _publish(self, status: ClusterStatus | None) -> None:
         previous = self._status
+        if status is None:
+            return
         if previous is not None and status.phase is not previous.phase:
             await self._ports.events.record(
                 self.ref,

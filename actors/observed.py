@@ -65,6 +65,9 @@ class Observed:
     had_members: bool = False
     # The configuration members of the spec in force should run with (None: not asked).
     desired: MemberConfig | None = None
+    # Runtime members no probe has answered (nor failed to) since the cluster actor started:
+    # not known to be down, only not asked yet (a daemon just restarted over a running cluster).
+    unprobed: frozenset[str] = frozenset()
 
     # --- the runtime side --------------------------------------------------------------------
 
@@ -169,6 +172,27 @@ class Observed:
             if h is not None and h.leader_id and self.is_healthy(name):
                 votes[h.leader_id] = votes.get(h.leader_id, 0) + 1
         return max(votes, key=lambda k: votes[k]) if votes else None
+
+    def not_heard_from(self) -> list[str]:
+        """Running members not probed yet: what they would answer is unknown, not bad."""
+        live = (ProcessState.STARTING, ProcessState.RUNNING)
+        return sorted(r.name for r in self.runtime if r.name in self.unprobed and r.state in live)
+
+    def quorum_in_doubt(self) -> bool:
+        """No healthy quorum as far as the probes tell, but members not probed yet could make
+        one: too soon to call it lost (the first look of a cluster actor just started)."""
+        waiting = set(self.not_heard_from())
+        if not waiting or self.has_quorum():
+            return False
+        if self.etcd_members is None:
+            return True  # no member told the membership yet, and some were not even asked
+        voters = self.voters()
+        could = [m for m in voters if self.healthy(m) or self._runtime_name(m) in waiting]
+        return len(could) >= quorum(len(voters))
+
+    def _runtime_name(self, member: EtcdMember) -> str | None:
+        r = self.runtime_for(member)
+        return r.name if r is not None else None
 
     def can_remove(self, member: EtcdMember) -> bool:
         """Removing `member` leaves a healthy quorum of the voters that remain."""

@@ -97,6 +97,10 @@ class ProbeBook:
         busy = sum(end - start for start, end in self.recent_steps if start >= asked_at)
         return now - asked_at - busy
 
+    def unprobed(self, names: Iterable[str]) -> frozenset[str]:
+        """Of these members, those no probe answered (nor failed to) since the book began."""
+        return frozenset(n for n in names if n not in self.answers)
+
     def answered_before_step(self, names: Iterable[str]) -> frozenset[str]:
         """Of these members, those whose answer was asked before the last step ended."""
         return frozenset(n for n in names if self.answers[n][1] < self.step_done_at)

@@ -20,4 +20,7 @@ def hold_without_quorum(spec: ClusterSpec, observed: Observed) -> Step | None:
             then = "spec.disasterRecovery.mode is Manual: waiting for a person (or mode Automatic)"
         return Wait(f"quorum lost for good: {loss.describe()}; {then}")
     healthy, voters = len(observed.healthy_voters()), len(observed.voters())
+    if observed.quorum_in_doubt():
+        waiting = ", ".join(observed.not_heard_from())
+        return Wait(f"not heard from {waiting} yet: {healthy} of {voters} voting members healthy so far")
     return Wait(f"quorum lost: {healthy} of {voters} voting members healthy")

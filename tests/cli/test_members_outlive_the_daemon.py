@@ -89,9 +89,15 @@ async def test_kill_9_of_the_daemon_is_no_outage_and_the_next_daemon_adopts_the_
             assert all(pid_is_alive(pid) for pid in pids(before).values()), "members died with the daemon"
 
             (state / "default" / "alpha" / "status.json").unlink()  # so the next status is the new daemon's
+            events = state / "default" / "alpha" / "events.jsonl"
+            seen = len(events.read_text().splitlines())
             daemon = start(file, state, log)
             after = await wait_status_async(state, "alpha", healthy(3))
             assert pids(after) == pids(before), "adopted, not restarted"
+            # The members never failed: nor does the phase (an alert on Failed would fire on
+            # every restart of the daemon).
+            new = [json.loads(line) for line in events.read_text().splitlines()[seen:]]
+            assert [e for e in new if "Failed" in e["reason"] + e["message"]] == [], new
             assert adopted(log) == ["default/alpha/alpha-0", "default/alpha/alpha-1", "default/alpha/alpha-2"]
             await workload.wait_for_more(100)
             nursery.cancel_scope.cancel()

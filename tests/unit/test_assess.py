@@ -3,7 +3,7 @@
 import attrs
 
 from actors.actions import AddLearner, StartMember
-from actors.assess import assess, carry_transition_times
+from actors.assess import assess, carry_transition_times, too_soon_to_tell
 from actors.codec import status_to_dict
 from actors.model import ClusterSpec, Condition, Phase, Role
 from tests.unit.facts import EXITED, cluster, hl, observed, rt
@@ -97,3 +97,42 @@ def test_the_largest_member_database_is_the_clusters_db_size():
     shown = status(3, (runtime, members, health), Phase.RUNNING, None)
     assert shown.db_size == "180.5Mi" and status_to_dict(shown)["dbSize"] == "180.5Mi"
     assert status(3, (runtime, members, {}), Phase.RUNNING, None).db_size == ""
+
+
+def test_members_not_asked_yet_keep_the_phase_instead_of_failing_it():
+    # A daemon restarted over a running cluster: its first look has the runtime and etcd's list
+    # but no probe answer yet. Not heard from is not down.
+    runtime, members, health = cluster(3)
+    unasked = attrs.evolve(observed(runtime, members, {}), unprobed=frozenset({"demo-0", "demo-1", "demo-2"}))
+    for previous in (None, Phase.RUNNING, Phase.SCALING, Phase.RECOVERING):
+        result = assess(ClusterSpec(size=3), unasked, previous=previous, generation=1, step=None, now=5.0)
+        assert result.phase is (previous or Phase.RUNNING)
+        available = {c.type: c for c in result.conditions}["Available"]
+        assert (available.status, available.reason) == ("Unknown", "AwaitingProbes")
+        assert available.message == "0 of 3 voting members healthy; not heard from: demo-0, demo-1, demo-2"
+    # One answered, one not asked yet, one asked and silent: the one not asked could still
+    # make a quorum, so the phase holds; once it too is silent, the quorum is known lost.
+    one = {"demo-0": health["demo-0"], "demo-2": None}
+    some = attrs.evolve(observed(runtime, members, one), unprobed=frozenset({"demo-1"}))
+    assert some.quorum_in_doubt()
+    assert attrs.evolve(some, unprobed=frozenset()).quorum_in_doubt() is False
+    silent = {"demo-0": None, "demo-2": None}
+    lost = attrs.evolve(observed(runtime, members, silent), unprobed=frozenset({"demo-1"}))
+    assert not lost.quorum_in_doubt()
+    result = assess(ClusterSpec(size=3), lost, previous=Phase.RUNNING, generation=1, step=None, now=5.0)
+    assert result.phase is Phase.FAILED
+    # A member not asked yet whose process is not running cannot answer: no doubt about it.
+    runtime[1] = rt(1, EXITED)
+    stopped = attrs.evolve(observed(runtime, members, one), unprobed=frozenset({"demo-1"}))
+    assert not stopped.quorum_in_doubt()
+
+
+def test_a_fresh_actor_says_nothing_until_every_running_member_was_heard_from():
+    runtime, members, health = cluster(3)
+    waiting = attrs.evolve(observed(runtime, members, health), unprobed=frozenset({"demo-2"}))
+    assert too_soon_to_tell(None, waiting)
+    assert not too_soon_to_tell(Phase.RUNNING, waiting)  # it has a status of its own: keep it current
+    assert not too_soon_to_tell(None, attrs.evolve(waiting, unprobed=frozenset()))
+    runtime[2] = rt(2, EXITED)  # a stopped member cannot answer: nothing to wait for
+    stopped = attrs.evolve(observed(runtime, members, health), unprobed=frozenset({"demo-2"}))
+    assert not too_soon_to_tell(None, stopped)

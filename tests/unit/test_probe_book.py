@@ -88,3 +88,9 @@ def test_the_highest_revision_seen_and_its_samples_until_a_recovery():
     assert book.revisions.ages(10.0) == ((10.0, 40), (0.0, 40))  # a lagging member lowers nothing
     recovered = book.recovered(25)
     assert recovered.revision_seen == 25 and recovered.revisions.samples == ()
+
+
+def test_members_no_probe_reached_yet_are_unprobed_even_a_silent_one_is_not():
+    book, _ = fold(ProbeBook(), "demo-0", hl(0), 1.0)
+    book, _ = fold(book, "demo-1", None, 1.0)
+    assert book.unprobed(["demo-0", "demo-1", "demo-2"]) == {"demo-2"}

@@ -1,0 +1,29 @@
+"""A condition's lastTransitionTime is a real time wherever the status comes from: a status
+built outside assess() (a cluster refused as invalid at creation) is stamped when written."""
+
+import json
+
+import attrs
+
+from actors.assess import stamp_unset
+from actors.model import ClusterRef, Condition
+from supervisor.local.follow import not_created
+from supervisor.local.status_files import StatusFiles
+
+REF = ClusterRef("default", "gamma")
+WRITTEN_AT = 1_780_000_000.0  # 2026-05-28T20:26:40Z
+
+
+def test_only_conditions_without_a_time_are_stamped():
+    kept = Condition("Available", "True", "QuorumHealthy", "", 1_700_000_000.0)
+    unset = Condition("Degraded", "True", "InvalidSpec", "spec.size: ...")
+    stamped = attrs.evolve(unset, last_transition_time=WRITTEN_AT)
+    assert stamp_unset((kept, unset), WRITTEN_AT) == (kept, stamped)
+
+
+async def test_a_cluster_refused_at_creation_shows_when_not_the_epoch(tmp_path):
+    files = StatusFiles(tmp_path, now=lambda: WRITTEN_AT)
+    await files.publish(REF, not_created("spec.size: must be between 1 and 9 (got 0)"))
+    written = json.loads(files.path(REF).read_text())
+    assert [c["lastTransitionTime"] for c in written["conditions"]] == ["2026-05-28T20:26:40Z"]
+    assert written["message"] == "not created: spec.size: must be between 1 and 9 (got 0)"
