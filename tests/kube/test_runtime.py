@@ -22,7 +22,8 @@ from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
 from supervisor.kube.client import KubeClient, KubeError, is_namespace_terminating
-from supervisor.kube.runtime import ClusterGone, KubeRuntime
+from supervisor.kube.finalizer import ClusterGone, add_finalizer
+from supervisor.kube.runtime import KubeRuntime
 from supervisor.kube.snapshot_pods import snapshot_pod_labels
 from supervisor.kube.snapshots import SnapshotPodFailed, open_snapshot_pod, wait_for_pod
 from supervisor.kube.status import KubeEventSink
@@ -565,7 +566,7 @@ async def test_the_finalizer_is_added_over_a_status_written_in_between(
         read = await create_cluster(admin, ns, "raced")
         written = {**read, "status": {"phase": "Creating"}}
         await admin.replace(f"{m.cluster_path(ref)}/status", written)
-        await KubeRuntime(op)._ensure_finalizer(ref, read)  # `read` is one write behind now
+        await add_finalizer(op, ref, read)  # `read` is one write behind now
         now = await admin.get(m.cluster_path(ref))
         assert m.FINALIZER in now["metadata"]["finalizers"]
         assert now["status"]["phase"] == "Creating"

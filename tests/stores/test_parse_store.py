@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from actors.codec import _Reader, parse_store
+from actors.codec import Reader, parse_store
 from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
 
 PATH = "spec.backup.store"
 
 
 def parse(doc: Any) -> tuple[StoreSpec | None, list[str]]:
-    reader = _Reader()
+    reader = Reader()
     store = parse_store(doc, PATH, reader)
     return store, [str(e) for e in reader.errors]
 

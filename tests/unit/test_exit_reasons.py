@@ -2,7 +2,7 @@
 
 import json
 
-from supervisor.kube.runtime import pod_last_error
+from supervisor.kube.pods import pod_last_error
 from supervisor.local.etcd_log import last_error_line
 
 

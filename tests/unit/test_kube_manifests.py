@@ -22,7 +22,7 @@ from actors.model import (
 )
 from supervisor.cli import build_parser
 from supervisor.kube import manifests as m
-from supervisor.kube.runtime import (
+from supervisor.kube.pods import (
     consecutive_failures,
     failures_after,
     member_ref,

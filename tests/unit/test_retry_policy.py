@@ -2,7 +2,7 @@
 
 import pytest
 
-from supervisor.etcd.client import _retry_if_unapplied
+from supervisor.etcd.client_base import retry_if_unapplied
 from supervisor.etcd.errors import (
     EtcdConnectionError,
     EtcdTimeout,
@@ -16,12 +16,12 @@ from supervisor.etcd.errors import (
 
 @pytest.mark.parametrize("error", [ProposalDropped("x"), NoLeader("x"), EtcdConnectionError("x")])
 def test_a_change_is_sent_again_after_a_failure_that_proves_it_was_not_applied(error):
-    assert _retry_if_unapplied(error)
+    assert retry_if_unapplied(error)
 
 
 @pytest.mark.parametrize("error", [RequestTimedOut("x"), LeaderChanged("x"), EtcdTimeout("x")])
 def test_a_change_whose_outcome_is_unknown_is_left_to_the_caller(error):
-    assert not _retry_if_unapplied(error)
+    assert not retry_if_unapplied(error)
 
 
 def test_raft_refusing_a_proposal_is_typed_from_its_unprefixed_message():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from actors.errors import RuntimeRefused
 from supervisor.kube.client import KubeError, KubeUnavailable
-from supervisor.kube.runtime import _api_error_in, _refusal_in
+from supervisor.kube.refusals import api_error_in, refusal_in
 
 
 def group(*errors: BaseException) -> BaseExceptionGroup[BaseException]:
@@ -14,20 +14,20 @@ def group(*errors: BaseException) -> BaseExceptionGroup[BaseException]:
 
 def test_the_api_server_away_wins_over_any_answer() -> None:
     away = KubeUnavailable("connection refused")
-    assert _api_error_in(group(KubeError(403, "Forbidden"), away)) is away
-    assert _refusal_in(group(KubeError(403, "Forbidden"), away)) is away
+    assert api_error_in(group(KubeError(403, "Forbidden"), away)) is away
+    assert refusal_in(group(KubeError(403, "Forbidden"), away)) is away
 
 
 def test_answers_only_amount_to_the_first_answer_or_one_refusal_naming_all() -> None:
     forbidden, gone = KubeError(403, "Forbidden"), KubeError(404, "NotFound")
     nested = group(forbidden, group(gone))
-    assert _api_error_in(nested) is forbidden
-    refusal = _refusal_in(nested)
+    assert api_error_in(nested) is forbidden
+    refusal = refusal_in(nested)
     assert isinstance(refusal, RuntimeRefused)
     assert "403 Forbidden" in str(refusal) and "404 NotFound" in str(refusal)
 
 
 def test_anything_but_api_errors_is_left_as_it_was() -> None:
     mixed = group(KubeError(403, "Forbidden"), ValueError("a bug"))
-    assert _api_error_in(mixed) is None
-    assert _refusal_in(mixed) is None
+    assert api_error_in(mixed) is None
+    assert refusal_in(mixed) is None

@@ -12,7 +12,7 @@ from actors.model import ClusterSpec, LocalStore, RestoreSpec, StoreSpec
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods as pods
 from supervisor.kube.client import KubeClient
-from supervisor.kube.runtime import member_ref
+from supervisor.kube.pods import member_ref
 from supervisor.kube.snapshot_transfer import RECEIVE_PORT
 from supervisor.kube.snapshots import KubeRestorer
 from tests.unit.test_kube_manifests import OWNER, REF, launch

@@ -12,7 +12,7 @@ from actors.model import ClusterSpec, EtcdMember, MemberLaunch, ProcessState, Ru
 from actors.observed import Observed
 from supervisor.kube import manifests as m
 from supervisor.kube import warm_members as warm
-from supervisor.kube.runtime import member_ref
+from supervisor.kube.pods import member_ref
 from tests.unit.test_kube_manifests import OWNER, REF, launch
 
 SPEC = ClusterSpec(size=3)

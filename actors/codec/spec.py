@@ -1,0 +1,264 @@
+"""An EtcdCluster's spec -> ClusterSpec: every field, its defaults and its rules (backup,
+restore, maintenance, health and disaster recovery included; stores in stores.py)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from actors.schedule import valid_schedule
+from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
+from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
+from actors.model import (
+    DEFAULT_FRAGMENTATION_RATIO,
+    DEFAULT_MIN_RECLAIM,
+    DEFAULT_REPOSITORY,
+    DEFAULT_SIZE,
+    DEFAULT_STORAGE_SIZE,
+    DEFAULT_UNRESPONSIVE_AFTER,
+    DEFAULT_VERSION,
+    DURATION_PATTERN,
+    MAX_SIZE,
+    MIN_SIZE,
+    AutoCompactionSpec,
+    BackupSpec,
+    ClusterSpec,
+    CompactionMode,
+    DefragSpec,
+    DisasterRecoverySpec,
+    HealthSpec,
+    MaintenanceSpec,
+    ReclaimPolicy,
+    RecoveryMode,
+    ResourceSpec,
+    RestoreSpec,
+    RetentionSpec,
+    StorageSpec,
+    duration_seconds,
+)
+
+SPEC_FIELDS = {
+    "size",
+    "version",
+    "repository",
+    "storage",
+    "security",
+    "resources",
+    "debug",
+    "health",
+    "backup",
+    "maintenance",
+    "restore",
+    "disasterRecovery",
+}
+
+
+def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> ClusterSpec:
+    r = reader or Reader()
+    for unknown in sorted(set(spec) - SPEC_FIELDS):
+        r.fail(f"spec.{unknown}", "unknown field")
+
+    size = spec.get("size", DEFAULT_SIZE)
+    if isinstance(size, bool) or not isinstance(size, int):
+        r.fail("spec.size", f"must be an integer (got {size!r})")
+        size = DEFAULT_SIZE
+    elif not MIN_SIZE <= size <= MAX_SIZE:
+        r.fail("spec.size", f"must be between {MIN_SIZE} and {MAX_SIZE} (got {size})")
+
+    version = r.string(spec, "version", "spec.version", DEFAULT_VERSION) or ""
+    if not VERSION_PATTERN.match(version):
+        r.fail(
+            "spec.version", f"must look like 3.5.21: MAJOR.MINOR.PATCH digits, no leading v (got {version!r})"
+        )
+
+    repository = r.string(spec, "repository", "spec.repository", DEFAULT_REPOSITORY) or ""
+    if not REPOSITORY_PATTERN.match(repository):
+        r.fail("spec.repository", f"must be an image repository without tag or digest (got {repository!r})")
+
+    storage_doc = r.mapping(spec, "storage", "spec.storage", {"size", "storageClassName", "reclaimPolicy"})
+    storage_size = r.string(storage_doc, "size", "spec.storage.size", DEFAULT_STORAGE_SIZE) or ""
+    if not QUANTITY_PATTERN.match(storage_size) or float(re.sub(r"[^0-9.]", "", storage_size) or 0) <= 0:
+        r.fail("spec.storage.size", f"must be a positive quantity such as 10Gi (got {storage_size!r})")
+    reclaim = r.string(storage_doc, "reclaimPolicy", "spec.storage.reclaimPolicy", ReclaimPolicy.RETAIN.value)
+    if reclaim not in {p.value for p in ReclaimPolicy}:
+        r.fail("spec.storage.reclaimPolicy", f"must be Retain or Delete (got {reclaim!r})")
+        reclaim = ReclaimPolicy.RETAIN.value
+    storage = StorageSpec(
+        size=storage_size,
+        storage_class_name=r.string(storage_doc, "storageClassName", "spec.storage.storageClassName", None),
+        reclaim_policy=ReclaimPolicy(reclaim),
+    )
+
+    security = r.mapping(spec, "security", "spec.security", {"tls"})
+    tls = r.mapping(security, "tls", "spec.security.tls", {"enabled"})
+    resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
+    debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
+    health = r.mapping(spec, "health", "spec.health", {"unresponsiveAfter"})
+
+    return ClusterSpec(
+        size=size,
+        version=version,
+        repository=repository,
+        storage=storage,
+        tls_enabled=r.boolean(tls, "enabled", "spec.security.tls.enabled", True),
+        resources=ResourceSpec(
+            requests=r.string_map(resources_doc, "requests", "spec.resources.requests"),
+            limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),
+        ),
+        debug_sidecar=r.boolean(debug, "networkSidecar", "spec.debug.networkSidecar", False),
+        health=HealthSpec(unresponsive_after=_unresponsive_after(r, health)),
+        backup=parse_backup(spec, r),
+        restore=parse_restore(spec, r),
+        maintenance=parse_maintenance(spec, r),
+        disaster_recovery=_disaster_recovery(spec, r),
+    )
+
+
+def _disaster_recovery(spec: Mapping[str, Any], r: Reader) -> DisasterRecoverySpec:
+    doc = r.mapping(spec, "disasterRecovery", "spec.disasterRecovery", {"mode"})
+    mode = r.string(doc, "mode", "spec.disasterRecovery.mode", RecoveryMode.MANUAL.value)
+    if mode not in {m.value for m in RecoveryMode}:
+        r.fail("spec.disasterRecovery.mode", f"must be Automatic or Manual (got {mode!r})")
+        mode = RecoveryMode.MANUAL.value
+    return DisasterRecoverySpec(mode=RecoveryMode(mode))
+
+
+BACKUP_FIELDS = {"schedule", "deltaPeriod", "retention", "verify", "store"}
+
+
+def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
+    if spec.get("backup") is None:
+        return None
+    doc = r.mapping(spec, "backup", "spec.backup", BACKUP_FIELDS)
+    schedule = r.string(doc, "schedule", "spec.backup.schedule", None)
+    if schedule is not None and not valid_schedule(schedule):
+        r.fail(
+            "spec.backup.schedule",
+            f"must be a 5-field cron schedule in UTC such as '0 */6 * * *' (got {schedule!r})",
+        )
+    delta_period = r.string(doc, "deltaPeriod", "spec.backup.deltaPeriod", None)
+    if delta_period is not None and (
+        not DURATION_PATTERN.match(delta_period) or duration_seconds(delta_period) < 1
+    ):
+        r.fail(
+            "spec.backup.deltaPeriod", f"must be a duration of at least 1s such as 5m (got {delta_period!r})"
+        )
+        delta_period = None
+    retention = r.mapping(doc, "retention", "spec.backup.retention", {"keep", "maxAge"})
+    keep = retention.get("keep")
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        r.fail("spec.backup.retention.keep", f"must be a whole number of at least 1 (got {keep!r})")
+        keep = None
+    max_age = r.string(retention, "maxAge", "spec.backup.retention.maxAge", None)
+    if max_age is not None and (not DURATION_PATTERN.match(max_age) or duration_seconds(max_age) <= 0):
+        r.fail("spec.backup.retention.maxAge", f"must be a duration such as 168h (got {max_age!r})")
+        max_age = None
+    store = None
+    if doc.get("store") is None:
+        r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs)")
+    else:
+        store = parse_store(doc.get("store"), "spec.backup.store", r)
+    return BackupSpec(
+        schedule=schedule,
+        retention=RetentionSpec(keep=keep, max_age=max_age),
+        verify=r.boolean(doc, "verify", "spec.backup.verify", True),
+        store=store,
+        delta_period=delta_period,
+    )
+
+
+def parse_restore(spec: Mapping[str, Any], r: Reader) -> RestoreSpec | None:
+    if spec.get("restore") is None:
+        return None
+    doc = r.mapping(spec, "restore", "spec.restore", {"backupName", "store", "key", "revision"})
+    name = r.string(doc, "backupName", "spec.restore.backupName", None)
+    key = r.string(doc, "key", "spec.restore.key", None)
+    has_store = doc.get("store") is not None
+    if name is not None and (has_store or key is not None):
+        r.fail("spec.restore", "name either backupName, or store and key: not both")
+    elif name is None and not (has_store and key):
+        r.fail("spec.restore", "needs backupName, or both store and key")
+    if name is not None and not BACKUP_NAME_PATTERN.match(name):
+        r.fail("spec.restore.backupName", f"must be an EtcdBackup's name, a DNS subdomain (got {name!r})")
+    revision = doc.get("revision")
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int) or revision < 1):
+        r.fail(
+            "spec.restore.revision", f"must be a revision, a whole number of at least 1 (got {revision!r})"
+        )
+        revision = None
+    store = parse_store(doc["store"], "spec.restore.store", r) if has_store else None
+    return RestoreSpec(backup_name=name, store=store, key=key, revision=revision)
+
+
+def parse_maintenance(spec: Mapping[str, Any], r: Reader) -> MaintenanceSpec:
+    doc = r.mapping(
+        spec, "maintenance", "spec.maintenance", {"defrag", "autoCompaction", "quotaBackendBytes"}
+    )
+    quota = r.string(doc, "quotaBackendBytes", "spec.maintenance.quotaBackendBytes", None)
+    if quota is not None and not _positive_quantity(quota):
+        r.fail(
+            "spec.maintenance.quotaBackendBytes", f"must be a positive quantity such as 8Gi (got {quota!r})"
+        )
+        quota = None
+    return MaintenanceSpec(
+        defrag=_defrag(doc, r) if doc.get("defrag") is not None else None,
+        auto_compaction=_auto_compaction(doc, r) if doc.get("autoCompaction") is not None else None,
+        quota_backend_bytes=quota,
+    )
+
+
+def _defrag(doc: Mapping[str, Any], r: Reader) -> DefragSpec:
+    where = "spec.maintenance.defrag"
+    defrag = r.mapping(doc, "defrag", where, {"schedule", "fragmentationRatio", "minReclaim"})
+    schedule = r.string(defrag, "schedule", f"{where}.schedule", None)
+    if schedule is not None and not valid_schedule(schedule):
+        r.fail(
+            f"{where}.schedule",
+            f"must be a 5-field cron schedule in UTC such as '0 3 * * *' (got {schedule!r})",
+        )
+        schedule = None
+    ratio = defrag.get("fragmentationRatio", DEFAULT_FRAGMENTATION_RATIO)
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+        r.fail(f"{where}.fragmentationRatio", f"must be a number from 0 to 1 (got {ratio!r})")
+        ratio = DEFAULT_FRAGMENTATION_RATIO
+    reclaim = r.string(defrag, "minReclaim", f"{where}.minReclaim", DEFAULT_MIN_RECLAIM) or ""
+    if not QUANTITY_PATTERN.match(reclaim):
+        r.fail(f"{where}.minReclaim", f"must be a quantity such as 64Mi (got {reclaim!r})")
+        reclaim = DEFAULT_MIN_RECLAIM
+    return DefragSpec(schedule=schedule, fragmentation_ratio=float(ratio), min_reclaim=reclaim)
+
+
+def _auto_compaction(doc: Mapping[str, Any], r: Reader) -> AutoCompactionSpec:
+    where = "spec.maintenance.autoCompaction"
+    compaction = r.mapping(doc, "autoCompaction", where, {"mode", "retention"})
+    mode = r.string(compaction, "mode", f"{where}.mode", CompactionMode.PERIODIC.value)
+    if mode not in {m.value for m in CompactionMode}:
+        r.fail(f"{where}.mode", f"must be periodic or revision (got {mode!r})")
+        mode = CompactionMode.PERIODIC.value
+    retention = compaction.get("retention", "1h")
+    if mode == CompactionMode.REVISION and isinstance(retention, int) and not isinstance(retention, bool):
+        retention = str(retention)  # YAML reads 10000 as a number; etcd's flag takes it as text
+    if not isinstance(retention, str):
+        r.fail(f"{where}.retention", f"must be a string (got {retention!r})")
+        retention = "1h" if mode == CompactionMode.PERIODIC else "0"
+    elif mode == CompactionMode.REVISION and not retention.isdigit():
+        r.fail(
+            f"{where}.retention", f"must be a whole number of revisions for mode revision (got {retention!r})"
+        )
+    elif mode == CompactionMode.PERIODIC and not DURATION_PATTERN.match(retention):
+        r.fail(f"{where}.retention", f"must be a duration such as 1h for mode periodic (got {retention!r})")
+    return AutoCompactionSpec(mode=CompactionMode(mode), retention=retention)
+
+
+def _positive_quantity(text: str) -> bool:
+    return bool(QUANTITY_PATTERN.match(text)) and float(re.sub(r"[^0-9.]", "", text) or 0) > 0
+
+
+def _unresponsive_after(r: Reader, health: Mapping[str, Any]) -> str:
+    path = "spec.health.unresponsiveAfter"
+    value = r.string(health, "unresponsiveAfter", path, DEFAULT_UNRESPONSIVE_AFTER) or ""
+    if not DURATION_PATTERN.match(value) or duration_seconds(value) < 1:
+        r.fail(path, f"must be a duration of at least 1s such as 30s or 2m (got {value!r})")
+        return DEFAULT_UNRESPONSIVE_AFTER
+    return value

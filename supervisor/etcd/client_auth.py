@@ -1,0 +1,72 @@
+"""Authentication and authorisation: EtcdClient's calls that manage users, roles and their
+permissions, and switch auth on and off."""
+
+from __future__ import annotations
+
+from proto.etcd import etcdserverpb as pb
+
+from . import wire
+from .client_base import EtcdConnection, retry_if_unapplied
+from .records import PermissionKind
+
+
+class AuthCalls(EtcdConnection):
+    """Users, roles and permissions."""
+
+    # ---- authentication and authorisation
+
+    async def auth_enable(self) -> None:
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).auth_enable(pb.AuthEnableRequest(), timeout=t, metadata=md)
+        )
+
+    async def auth_disable(self) -> None:
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).auth_disable(pb.AuthDisableRequest(), timeout=t, metadata=md)
+        )
+
+    async def user_add(self, name: str, password: str) -> None:
+        request = pb.AuthUserAddRequest(name=name, password=password)
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).user_add(request, timeout=t, metadata=md),
+            retry=retry_if_unapplied,
+        )
+
+    async def user_delete(self, name: str) -> None:
+        request = pb.AuthUserDeleteRequest(name=name)
+        await self._call(lambda ch, md, t: pb.AuthStub(ch).user_delete(request, timeout=t, metadata=md))
+
+    async def user_roles(self, name: str) -> tuple[str, ...]:
+        request = pb.AuthUserGetRequest(name=name)
+        response = await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).user_get(request, timeout=t, metadata=md)
+        )
+        return tuple(response.roles)
+
+    async def role_add(self, name: str) -> None:
+        request = pb.AuthRoleAddRequest(name=name)
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).role_add(request, timeout=t, metadata=md),
+            retry=retry_if_unapplied,
+        )
+
+    async def role_delete(self, name: str) -> None:
+        request = pb.AuthRoleDeleteRequest(role=name)
+        await self._call(lambda ch, md, t: pb.AuthStub(ch).role_delete(request, timeout=t, metadata=md))
+
+    async def role_grant_permission(
+        self,
+        role: str,
+        key: bytes,
+        range_end: bytes = b"",
+        *,
+        kind: PermissionKind = PermissionKind.READWRITE,
+    ) -> None:
+        request = pb.AuthRoleGrantPermissionRequest(name=role, perm=wire.permission(kind, key, range_end))
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).role_grant_permission(request, timeout=t, metadata=md)
+        )
+
+    async def user_grant_role(self, user: str, role: str) -> None:
+        request = pb.AuthUserGrantRoleRequest(user=user, role=role)
+        await self._call(lambda ch, md, t: pb.AuthStub(ch).user_grant_role(request, timeout=t, metadata=md))
