@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import trio
 from prometheus_client import CollectorRegistry
 
+from actors.assess import not_created_status
 from actors.backup.deltas import HistoryStream
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.cluster import Desired, Timing
@@ -30,14 +32,13 @@ from actors.model import (
     KIND,
     ClusterRef,
     ClusterResource,
-    ClusterStatus,
-    Condition,
     EtcdMember,
     MemberHealth,
     ReclaimPolicy,
 )
 from actors.ports import ClusterPorts
 from supervisor.aio import open_asyncio_loop
+from supervisor.audit import AuditLogged
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
@@ -162,7 +163,8 @@ class KubeClusters:
     def _metrics_for(self, ports: OperatorPorts) -> ClusterMetrics:
         # Once per process: a new leadership keeps counting where the last one stopped.
         if self._metrics is None:
-            self._metrics = ClusterMetrics(self._registry, ports.status, ports.events)
+            # The audit trail's log line is written on the way to the Events (supervisor/audit.py).
+            self._metrics = ClusterMetrics(self._registry, ports.status, AuditLogged(ports.events))
         return self._metrics
 
     def _ports_for(
@@ -250,14 +252,8 @@ class KubeClusters:
         if await fleet.report_problem(ref, problem):
             return
         generation = (obj.get("metadata") or {}).get("generation", 0)
-        await sinks.publish(
-            ref,
-            ClusterStatus(
-                observed_generation=generation if isinstance(generation, int) else 0,
-                conditions=(Condition("Degraded", "True", "InvalidSpec", problem),),
-                message=f"not created: {problem}",
-            ),
-        )
+        generation = generation if isinstance(generation, int) else 0
+        await sinks.publish(ref, not_created_status(problem, generation=generation, now=time.time()))
 
 
 async def run_kube(

@@ -30,6 +30,7 @@ from actors.measurements import Measurement
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
 from actors.ports import ClusterPorts, ClusterSinks
 from supervisor.aio import open_asyncio_loop
+from supervisor.audit import AuditLogged
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.backups import local_backups, local_store_opener
@@ -55,7 +56,7 @@ class LocalSinks:
 
     def __init__(self, state_dir: Path, board: StatusBoard | None) -> None:
         self._files = StatusFiles(state_dir)
-        self._state_dir = state_dir
+        self._events = AuditLogged(EventFiles(state_dir))
         self._board = board
         self.statuses: dict[ClusterRef, ClusterStatus] = {}
         self.on_forget: Callable[[ClusterRef], None] = lambda cluster: None  # the metrics' series
@@ -75,21 +76,7 @@ class LocalSinks:
         warning: bool = False,
         measured: Measurement | None = None,
     ) -> None:
-        level = logging.WARNING if warning else logging.INFO
-        log.log(
-            level, "%s: %s: %s", cluster, reason, message, extra={"event": "audit", "cluster": str(cluster)}
-        )
-        entry = {
-            "time": time.time(),
-            "cluster": str(cluster),
-            "reason": reason,
-            "message": message,
-            "warning": warning,
-        }
-        path = self._state_dir / cluster.namespace / cluster.name / "events.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as out:
-            out.write(json.dumps(entry) + "\n")
+        await self._events.record(cluster, reason=reason, message=message, warning=warning, measured=measured)
 
     def show_file_problems(self, problems: list[str]) -> None:
         if self._board is not None:
@@ -101,6 +88,34 @@ class LocalSinks:
         self._files.remove(cluster)
         if self._board is not None:
             self._board.update(self.statuses)
+
+
+class EventFiles:
+    """actors.ports.EventSink: one JSON line per operation in the cluster's events.jsonl."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._state_dir = state_dir
+
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
+        entry = {
+            "time": time.time(),
+            "cluster": str(cluster),
+            "reason": reason,
+            "message": message,
+            "warning": warning,
+        }
+        path = self._state_dir / cluster.namespace / cluster.name / "events.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(json.dumps(entry) + "\n")
 
 
 async def run_local(

@@ -3,7 +3,7 @@
 import attrs
 
 from actors.actions import AddLearner, StartMember
-from actors.assess import assess, carry_transition_times
+from actors.assess import assess, carry_transition_times, not_created_status
 from actors.codec import status_to_dict
 from actors.model import ClusterSpec, Condition, Phase, Role
 from tests.unit.facts import EXITED, cluster, hl, observed, rt
@@ -97,3 +97,17 @@ def test_the_largest_member_database_is_the_clusters_db_size():
     shown = status(3, (runtime, members, health), Phase.RUNNING, None)
     assert shown.db_size == "180.5Mi" and status_to_dict(shown)["dbSize"] == "180.5Mi"
     assert status(3, (runtime, members, {}), Phase.RUNNING, None).db_size == ""
+
+
+def test_a_cluster_refused_at_creation_shows_why_and_runs_nothing():
+    status = not_created_status(
+        "spec.size: must be between 1 and 9 (got 0)", generation=3, now=1_700_000_000.0
+    )
+    assert status.phase is Phase.CREATING and status.members == ()
+    assert status.observed_generation == 3
+    assert status.message == "not created: spec.size: must be between 1 and 9 (got 0)"
+    assert status.conditions == (
+        Condition(
+            "Degraded", "True", "InvalidSpec", "spec.size: must be between 1 and 9 (got 0)", 1_700_000_000.0
+        ),
+    )
