@@ -219,9 +219,24 @@ def upgrading_condition(spec: ClusterSpec, observed: Observed) -> Condition | No
     )
 
 
+def not_created_status(problem: str, *, generation: int = 0, now: float) -> ClusterStatus:
+    """The status of a cluster refused at creation (its only document is invalid): nothing runs,
+    and why. Both modes publish it (local: the manifest follower; Kubernetes: KubeClusters)."""
+    return ClusterStatus(
+        observed_generation=generation,
+        conditions=(invalid_spec(problem, now),),
+        message=f"not created: {problem}",
+    )
+
+
+def invalid_spec(problem: str, now: float = 0.0) -> Condition:
+    """Degraded, because the user's spec is invalid (`now`: when the condition was first seen)."""
+    return Condition("Degraded", "True", "InvalidSpec", problem, now)
+
+
 def _degraded(statuses: tuple[MemberStatus, ...], problem: str | None, observed: Observed) -> Condition:
     if problem:
-        return Condition("Degraded", "True", "InvalidSpec", problem)
+        return invalid_spec(problem)
     if observed.desired is not None and observed.desired.unavailable:
         return Condition("Degraded", "True", "VersionUnavailable", observed.desired.unavailable)
     unhealthy = sorted(s.name for s in statuses if not s.healthy)

@@ -1,8 +1,9 @@
 """The fleet: one cluster tree per EtcdCluster, started, updated and torn down as resources come and go.
 
-`open_fleet` is the one root wiring every entry point uses (the local daemon, the Kubernetes
-operator, the lifecycle and chaos tests): a root supervisor, the fleet on it, and on exit
-every cluster's ports closed after its actors stopped.
+`open_fleet` is the root under the one wiring seam every entry point uses (`open_supervisor`
+in actors/platform.py: the local daemon, the Kubernetes operator, the lifecycle, chaos and actor
+tests): a root supervisor, the fleet on it, and on exit every cluster's ports closed after its
+actors stopped.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class HistoryStream(Protocol):
         ...
 
 
-@runtime_checkable  # an admin that can follow history is one (supervisor/kube/backups.py)
+@runtime_checkable  # an admin that can follow history is one (history_of in actors/backup/services.py)
 class HistorySource(Protocol):
     """Follows a cluster's whole keyspace from a revision on (the Watch RPC), across members."""
 

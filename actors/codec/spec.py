@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from actors.schedule import valid_schedule
 from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
 from actors.model import (
@@ -37,6 +36,7 @@ from actors.model import (
     StorageSpec,
     duration_seconds,
 )
+from actors.schedule import valid_schedule
 
 SPEC_FIELDS = {
     "size",

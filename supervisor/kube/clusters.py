@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,11 +19,13 @@ from typing import Any
 import trio
 from prometheus_client import CollectorRegistry
 
+from actors.assess import not_created_status
 from actors.backup.deltas import HistoryStream
 from actors.backup.records import KvHash, SnapshotTaken
+from actors.backup.services import BackupTiming
 from actors.cluster_context import Desired, Timing
 from actors.codec import InvalidCluster, parse_cluster, parse_spec
-from actors.fleet import Fleet, PortsFactory, open_fleet
+from actors.fleet import Fleet
 from actors.maintenance.actor import defrag_child
 from actors.model import (
     API_GROUP,
@@ -30,19 +33,19 @@ from actors.model import (
     KIND,
     ClusterRef,
     ClusterResource,
-    ClusterStatus,
-    Condition,
     EtcdMember,
     MemberHealth,
     ReclaimPolicy,
 )
-from actors.ports import ClusterPorts
+from actors.platform import Platform, open_supervisor
+from actors.ports import EtcdAdmin
 from supervisor.aio import open_asyncio_loop
+from supervisor.audit import AuditLogged
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolver
-from supervisor.kube.backups import kube_backups, secret_store_opener
+from supervisor.kube.backups import pod_verifiers, secret_stores
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.secret_tls import client_tls_under, write_client_tls
@@ -127,7 +130,7 @@ class SecretTlsAdmin:
 
     @asynccontextmanager
     async def follow(self, endpoints: Sequence[str], start_revision: int) -> AsyncIterator[HistoryStream]:
-        """actors.backup.deltas.HistorySource, for delta backups (supervisor/kube/backups.py)."""
+        """actors.backup.deltas.HistorySource, for delta backups (history_of in actors/backup/services.py)."""
         async with (await self._admin()).follow(endpoints, start_revision) as stream:
             yield stream
 
@@ -162,48 +165,54 @@ class KubeClusters:
     def _metrics_for(self, ports: OperatorPorts) -> ClusterMetrics:
         # Once per process: a new leadership keeps counting where the last one stopped.
         if self._metrics is None:
-            self._metrics = ClusterMetrics(self._registry, ports.status, ports.events)
+            # The audit trail's log line is written on the way to the Events (supervisor/audit.py).
+            self._metrics = ClusterMetrics(self._registry, ports.status, AuditLogged(ports.events))
         return self._metrics
 
-    def _ports_for(
-        self, ports: OperatorPorts, metrics: ClusterMetrics, helper_image: str | None
-    ) -> PortsFactory:
-        restorer = KubeRestorer(
-            ports.client,
-            secret_store_opener(ports.client),
-            helper_image,
-            client_tls_under(ports.client, self._tls_root),
-            KubeBackupResolver(ports.client),
-        )
+    def _platform(
+        self, ports: OperatorPorts, metrics: ClusterMetrics, image: str | None, requests: KubeBackupRequests
+    ) -> Platform:
+        """The operator's Platform: pods, the status subresource and Events (through the
+        metrics), an etcd admin per cluster with TLS from its Secret, stores on the credentials
+        Secret, restores and verifications in pods of the operator's image."""
+        tls_files = client_tls_under(ports.client, self._tls_root)
+        stores = secret_stores(ports.client)
 
-        def ports_for(resource: ClusterResource) -> ClusterPorts:
-            admin = SecretTlsAdmin(
+        def admin_for(resource: ClusterResource) -> EtcdAdmin:
+            return SecretTlsAdmin(
                 ports.client,
                 resource.ref,
                 tls=resource.spec.tls_enabled,
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
             )
-            return ClusterPorts(ports.runtime, admin, metrics, metrics, restorer)
 
-        return ports_for
+        return Platform(
+            ports.runtime,
+            metrics,
+            metrics,
+            admin_for,
+            restorer=KubeRestorer(ports.client, stores, image, tls_files, KubeBackupResolver(ports.client)),
+            stores=stores,
+            verifier=pod_verifiers(ports.client, image, tls_files),
+            requests=requests,
+        )
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:
         metrics = self._metrics_for(ports)
         image = self._helper_image or await helper_image(ports.client)
         requests = KubeBackupRequests(ports.client, ports.events, self._namespaces)
-        backups = kube_backups(
-            ports.client,
-            helper_image=image,
-            tls_files=client_tls_under(ports.client, self._tls_root),
-            requests=requests,
-            wake_every=self._backup_wake_every,
-        )
-        fleet_ports = self._ports_for(ports, metrics, image)
-        children = [defrag_child(), metrics.child, *backups]
+        platform = self._platform(ports, metrics, image, requests)
+        wake = self._backup_wake_every
+        backup_timing = BackupTiming() if wake is None else BackupTiming(wake_every=wake)
         async with (
             trio.open_nursery() as nursery,
-            open_fleet(fleet_ports, timing=self._timing, children=children) as fleet,
+            open_supervisor(
+                platform,
+                timing=self._timing,
+                children=[defrag_child(), metrics.child],
+                backup_timing=backup_timing,
+            ) as fleet,
             events,
         ):
             nursery.start_soon(requests.run)  # not awaited: a missing CRD must not stop the clusters
@@ -250,14 +259,8 @@ class KubeClusters:
         if await fleet.report_problem(ref, problem):
             return
         generation = (obj.get("metadata") or {}).get("generation", 0)
-        await sinks.publish(
-            ref,
-            ClusterStatus(
-                observed_generation=generation if isinstance(generation, int) else 0,
-                conditions=(Condition("Degraded", "True", "InvalidSpec", problem),),
-                message=f"not created: {problem}",
-            ),
-        )
+        generation = generation if isinstance(generation, int) else 0
+        await sinks.publish(ref, not_created_status(problem, generation=generation, now=time.time()))
 
 
 async def run_kube(

@@ -57,6 +57,7 @@ from supervisor.kube.watch import (
 )
 
 __all__ = ["ClusterGone", "KubeRuntime"]
+from supervisor.member_subscribers import MemberSubscribers
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class KubeRuntime:
         self._pod_gone_timeout = pod_gone_timeout
         self._poll = poll_interval
         self._now = now
-        self._subscribers: dict[ClusterRef, list[MemberChanged]] = {}
+        self._subscribers = MemberSubscribers()
         self.watchers: list[Watcher] = []  # the running watches, for the operator's metrics
         self._warm = WarmPods(
             client,
@@ -359,16 +360,7 @@ class KubeRuntime:
         return m.member_config(spec)
 
     def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
-        self._subscribers.setdefault(cluster, []).append(on_change)
-
-        def unsubscribe() -> None:
-            callbacks = self._subscribers.get(cluster, [])
-            if on_change in callbacks:
-                callbacks.remove(on_change)
-            if not callbacks:
-                self._subscribers.pop(cluster, None)
-
-        return unsubscribe
+        return self._subscribers.subscribe(cluster, on_change)
 
     # --- the watches behind watch_members ---------------------------------------------------------
 
@@ -379,9 +371,7 @@ class KubeRuntime:
         found = member_ref(event.object)
         if found is None:
             return
-        ref, member = found
-        for callback in list(self._subscribers.get(ref, ())):
-            callback(member)
+        self._subscribers.dispatch(*found)
 
     async def run(
         self,

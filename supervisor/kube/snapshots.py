@@ -28,9 +28,9 @@ from actors.backup.restore_checks import (
     restored,
     store_errors_fail_the_restore,
 )
+from actors.backup.services import StoreOpener
 from actors.errors import RestoreFailed
-from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, StoreSpec
-from actors.store_port import ObjectStore
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import EtcdError
 from supervisor.etcd.head_hash import hash_at_head
@@ -241,13 +241,13 @@ class KubeRestorer:
     def __init__(
         self,
         client: KubeClient,
-        open_store: Callable[[str, StoreSpec], ObjectStore],
+        open_store: StoreOpener,
         image: str | None,
         tls_files: TlsFilesFor,
         resolver: BackupResolver | None = None,
     ) -> None:
         self._client = client
-        self._open_store = open_store  # (namespace, store) -> the store, with that namespace's Secret
+        self._open_store = open_store  # (cluster, store) -> the store, with its namespace's Secret
         self._image = image
         self._tls_files = tls_files
         self._resolver = resolver  # for spec.restore.backupName
@@ -265,7 +265,7 @@ class KubeRestorer:
         ref = launch.cluster
         # The seed's launch is the first: the runtime has made the cluster's Secret by now.
         tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
-        store = self._open_store(ref.namespace, store_spec)
+        store = self._open_store(ref, store_spec)
         try:
             with store_errors_fail_the_restore(store_spec, key):
                 async with self._filling_seed(launch, key, self._image) as (path, token):
@@ -286,7 +286,7 @@ class KubeRestorer:
         assert source.store is not None and source.key is not None and source.revision is not None
         ref, target = launch.cluster, source.revision
         tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
-        store = self._open_store(ref.namespace, source.store)
+        store = self._open_store(ref, source.store)
         try:
             plan = await plan_point_in_time(store, source.key, target)
             snapshot = store.get_stream(plan.snapshot_key)

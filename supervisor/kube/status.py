@@ -131,10 +131,6 @@ class KubeEventSink:
         warning: bool = False,
         measured: Measurement | None = None,
     ) -> None:
-        # The audit trail in the log too: one line per operation, as the local daemon writes it.
-        extra = {"event": "audit", "cluster": str(cluster), "reason": reason}
-        level = logging.WARNING if warning else logging.INFO
-        log.log(level, "%s: %s: %s", cluster, reason, message, extra=extra)
         try:
             uid = await self._uid(cluster)
         except KubeError:

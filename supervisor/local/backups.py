@@ -12,17 +12,17 @@ import time
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from actors.backup.actor import RETRY, WAKE_EVERY, backup_child
+from actors.backup.actor import RETRY, WAKE_EVERY
 from actors.backup.deltas import Change
-from actors.backup.ports import BackupPorts, BackupRequests, SnapshotVerifier
+from actors.backup.ports import BackupRequests, SnapshotVerifier
 from actors.backup.records import KvHash
-from actors.cluster_context import ChildFactory, ClusterContext
+from actors.backup.services import BackupTiming, StoreOpener, VerifierFactory, backup_service
+from actors.cluster_context import ChildFactory
 from actors.model import StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier
-from supervisor.runtime import ChildSpec
 from supervisor.stores.credentials import local_credentials
 from supervisor.stores.factory import open_store
 
@@ -48,19 +48,33 @@ def local_backups(
     retry: Backoff = RETRY,
     requests: BackupRequests | None = None,
 ) -> ChildFactory:
+    """The backup actor alone, for a test or a bench that wires its own (the daemon's come
+    from its Platform: supervisor/local/platform.py)."""
+    timing = BackupTiming(clock=clock, wake_every=wake_every, retry=retry)
+    stores = local_stores(manifest_dir, environ)
+    return backup_service(stores, verifiers_or_warn(runtime, scratch_dir), requests, timing)
+
+
+def local_stores(manifest_dir: Path, environ: Mapping[str, str]) -> StoreOpener:
+    """The Platform's store opener: every cluster's stores with the daemon's credentials."""
     open_for = local_store_opener(manifest_dir, environ)
+    return lambda cluster, spec: open_for(spec)
+
+
+def scratch_verifiers(runtime: LocalRuntime, scratch_dir: Path) -> VerifierFactory:
+    """Each cluster's backups verified in a scratch member on loopback, with the etcd of its
+    version. FileNotFoundError when the default etcd has no etcdutl beside it."""
+    ScratchVerifier(scratch_dir, runtime.etcd_binary)  # etcdutl is there, or say so
+    return lambda cluster, spec: SpecVersionVerifier(runtime, scratch_dir, lambda: spec().version)
+
+
+def verifiers_or_warn(runtime: LocalRuntime, scratch_dir: Path) -> VerifierFactory | None:
+    """scratch_verifiers, or None (backups stored unverified) and a warning saying why."""
     try:
-        ScratchVerifier(scratch_dir, runtime.etcd_binary)  # etcdutl is there, or say so once
+        return scratch_verifiers(runtime, scratch_dir)
     except FileNotFoundError as exc:
         log.warning("%s; backups will be stored unverified", exc, extra={"event": "backup"})
-        return backup_child(BackupPorts(open_for, None, clock, requests), wake_every=wake_every, retry=retry)
-
-    def child(context: ClusterContext) -> ChildSpec:
-        verifier = SpecVersionVerifier(runtime, scratch_dir, lambda: context.desired().resource.spec.version)
-        ports = BackupPorts(open_for, verifier, clock, requests)
-        return backup_child(ports, wake_every=wake_every, retry=retry)(context)
-
-    return child
+        return None
 
 
 class SpecVersionVerifier:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from functools import partial
@@ -22,23 +21,19 @@ from pathlib import Path
 import trio
 from prometheus_client import CollectorRegistry
 
-from actors.backup.ports import SeedRestorer
 from actors.cluster_context import Timing
-from actors.fleet import PortsFactory, open_fleet
 from actors.maintenance.actor import defrag_child
 from actors.measurements import Measurement
-from actors.model import ClusterRef, ClusterResource, ClusterStatus
-from actors.ports import ClusterPorts, ClusterSinks
+from actors.model import ClusterRef, ClusterStatus
+from actors.platform import open_supervisor
 from supervisor.aio import open_asyncio_loop
-from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.audit import AuditLogged
 from supervisor.local.backup_requests import LocalBackupRequests
-from supervisor.local.backups import local_backups, local_store_opener
-from supervisor.local.deltas import local_deltas
 from supervisor.local.env import env_command
 from supervisor.local.follow import ManifestFollower
 from supervisor.local.manifest import Unreadable, watch_manifest
-from supervisor.local.restore import LocalRestorer
-from supervisor.local.runtime import LocalRuntime, open_local_runtime
+from supervisor.local.platform import local_platform
+from supervisor.local.runtime import open_local_runtime
 from supervisor.local.status_files import StatusFiles
 from supervisor.local.table import StatusBoard
 from supervisor.metrics import open_runtime_metrics
@@ -55,7 +50,7 @@ class LocalSinks:
 
     def __init__(self, state_dir: Path, board: StatusBoard | None) -> None:
         self._files = StatusFiles(state_dir)
-        self._state_dir = state_dir
+        self._events = AuditLogged(EventFiles(state_dir))
         self._board = board
         self.statuses: dict[ClusterRef, ClusterStatus] = {}
         self.on_forget: Callable[[ClusterRef], None] = lambda cluster: None  # the metrics' series
@@ -75,21 +70,7 @@ class LocalSinks:
         warning: bool = False,
         measured: Measurement | None = None,
     ) -> None:
-        level = logging.WARNING if warning else logging.INFO
-        log.log(
-            level, "%s: %s: %s", cluster, reason, message, extra={"event": "audit", "cluster": str(cluster)}
-        )
-        entry = {
-            "time": time.time(),
-            "cluster": str(cluster),
-            "reason": reason,
-            "message": message,
-            "warning": warning,
-        }
-        path = self._state_dir / cluster.namespace / cluster.name / "events.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as out:
-            out.write(json.dumps(entry) + "\n")
+        await self._events.record(cluster, reason=reason, message=message, warning=warning, measured=measured)
 
     def show_file_problems(self, problems: list[str]) -> None:
         if self._board is not None:
@@ -101,6 +82,34 @@ class LocalSinks:
         self._files.remove(cluster)
         if self._board is not None:
             self._board.update(self.statuses)
+
+
+class EventFiles:
+    """actors.ports.EventSink: one JSON line per operation in the cluster's events.jsonl."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._state_dir = state_dir
+
+    async def record(
+        self,
+        cluster: ClusterRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        measured: Measurement | None = None,
+    ) -> None:
+        entry = {
+            "time": time.time(),
+            "cluster": str(cluster),
+            "reason": reason,
+            "message": message,
+            "warning": warning,
+        }
+        path = self._state_dir / cluster.namespace / cluster.name / "events.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as out:
+            out.write(json.dumps(entry) + "\n")
 
 
 async def run_local(
@@ -124,7 +133,6 @@ async def run_local(
     registry = CollectorRegistry()
     metrics = ClusterMetrics(registry, sinks, sinks)
     sinks.on_forget = metrics.forget
-    stores = local_store_opener(file.parent, os.environ)
     requests = LocalBackupRequests(state_dir, metrics)  # the EtcdBackup documents of the file
     async with (
         open_runtime_metrics(registry),
@@ -132,18 +140,18 @@ async def run_local(
         open_local_runtime(
             state_dir, etcd_dir=etcd_dir, leave_members_running=leave_members_running
         ) as runtime,
-        open_fleet(
-            local_ports(runtime, metrics, timing, restorer=LocalRestorer(runtime, stores, requests)),
+        open_supervisor(
+            local_platform(
+                runtime,
+                metrics,
+                timing,
+                manifest_dir=file.parent,
+                scratch_dir=state_dir / ".scratch",
+                requests=requests,
+            ),
             name="etcd-supervisor",
             timing=timing,
-            children=[
-                local_backups(
-                    runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch", requests=requests
-                ),
-                local_deltas(runtime, manifest_dir=file.parent, scratch_dir=state_dir / ".scratch"),
-                defrag_child(),
-                metrics.child,
-            ],
+            children=[defrag_child(), metrics.child],
         ) as fleet,
         trio.open_nursery() as nursery,
     ):
@@ -163,17 +171,3 @@ async def run_local(
         await ManifestFollower(file, fleet, sinks, backups=requests).run(receive)
     kept = "members left running for the next daemon" if leave_members_running else "member data kept"
     log.info("stopped; %s in %s", kept, state_dir, extra={"event": "shutdown"})
-
-
-def local_ports(
-    runtime: LocalRuntime, sinks: ClusterSinks, timing: Timing, *, restorer: SeedRestorer | None = None
-) -> PortsFactory:
-    """Each cluster's ports on the local runtime: its own etcd admin (TLS from the cluster's
-    client certificate when TLS is on), and the shared runtime, sinks and restorer."""
-
-    def ports_for(resource: ClusterResource) -> ClusterPorts:
-        tls = runtime.client_tls_files(resource.ref) if resource.spec.tls_enabled else None
-        admin = EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
-        return ClusterPorts(runtime, admin, sinks, sinks, restorer)
-
-    return ports_for

@@ -1,6 +1,10 @@
 """Delta backups in local mode (spec.backup.deltaPeriod): the follower child, with the same
 stores and verification as full backups (the etcd of the cluster's version replays the chain in
-a scratch member), following history through each cluster's etcd admin."""
+a scratch member), following history through each cluster's etcd admin.
+
+The daemon's follower comes from its Platform (supervisor/local/platform.py); this is the
+follower alone, for a test or a bench that wires its own.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from actors.backup.delta_actor import delta_child
 from actors.backup.delta_verify import VERIFY_EVERY
-from actors.backup.deltas import HistorySource
-from actors.backup.ports import BackupPorts
-from actors.cluster_context import ChildFactory, ClusterContext
-from supervisor.etcd.admin import EtcdAdminAdapter
-from supervisor.local.backups import SpecVersionVerifier, local_store_opener
+from actors.backup.services import BackupTiming, VerifierFactory, delta_service
+from actors.cluster_context import ChildFactory
+from supervisor.local.backups import local_stores, scratch_verifiers
 from supervisor.local.runtime import LocalRuntime
-from supervisor.local.scratch import ScratchVerifier
-from supervisor.runtime import ChildSpec
 
 
 def local_deltas(
@@ -30,20 +29,10 @@ def local_deltas(
     clock: Callable[[], float] = time.time,
     verify_every: float = VERIFY_EVERY,
 ) -> ChildFactory:
-    open_for = local_store_opener(manifest_dir, environ)
+    verifiers: VerifierFactory | None
     try:
-        ScratchVerifier(scratch_dir, runtime.etcd_binary)
+        verifiers = scratch_verifiers(runtime, scratch_dir)
     except FileNotFoundError:  # local_backups already said so
-        return delta_child(BackupPorts(open_for, None, clock), history_of, verify_every=verify_every)
-
-    def child(context: ClusterContext) -> ChildSpec:
-        verifier = SpecVersionVerifier(runtime, scratch_dir, lambda: context.desired().resource.spec.version)
-        ports = BackupPorts(open_for, verifier, clock)
-        return delta_child(ports, history_of, verify_every=verify_every)(context)
-
-    return child
-
-
-def history_of(context: ClusterContext) -> HistorySource | None:
-    admin = context.ports.admin
-    return admin if isinstance(admin, EtcdAdminAdapter) else None
+        verifiers = None
+    timing = BackupTiming(clock=clock, verify_every=verify_every)
+    return delta_service(local_stores(manifest_dir, environ), verifiers, timing)

@@ -2,7 +2,7 @@
 etcd client, statuses and events kept in memory where the program can wait on them.
 
 What benchmarks and the lifecycle and chaos tests run; `etcd-supervisor local` is the same
-wiring (local_ports, open_fleet) with status files and a terminal board as its sinks.
+wiring (a local Platform, open_supervisor) with status files and a terminal board as its sinks.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import attrs
 import trio
 
 from actors.cluster_context import ChildFactory, Timing
-from actors.fleet import Fleet, open_fleet
+from actors.fleet import Fleet
 from actors.measurements import Measurement
-from actors.model import ClusterRef, ClusterResource, ClusterStatus, Phase, StoreSpec
-from actors.ports import ClusterPorts
+from actors.model import ClusterRef, ClusterStatus, Phase, StoreSpec
+from actors.platform import Platform, open_supervisor
 from actors.store_port import ObjectStore
 from supervisor.aio import open_asyncio_loop
-from supervisor.local.daemon import local_ports
+from supervisor.local.platform import local_admins
 from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.runtime import Intensity
@@ -106,22 +106,20 @@ async def open_local_supervisor(
     state_dir: Path,
     *,
     timing: Timing,
-    wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
+    wrap: Callable[[Platform], Platform] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
     etcd_dir: Path | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
-    """The daemon's own wiring (local_ports, open_fleet) with an in-memory recorder as the sinks."""
+    """The daemon's own wiring (the local runtime and admins, open_supervisor) with an in-memory
+    recorder as the sinks. `stores`: where restores come from (backups are the caller's
+    `children`, at the pace it sets); `wrap`: a test's variant of the platform (faults)."""
     recorder = Recorder()
     async with open_asyncio_loop(), open_local_runtime(state_dir, etcd_dir=etcd_dir) as runtime:
         restorer = LocalRestorer(runtime, stores) if stores is not None else None
-        ports = local_ports(runtime, recorder, timing, restorer=restorer)
-
-        def ports_for(res: ClusterResource) -> ClusterPorts:
-            return wrap(ports(res)) if wrap else ports(res)
-
-        async with open_fleet(
-            ports_for,
+        platform = Platform(runtime, recorder, recorder, local_admins(runtime, timing), restorer)
+        async with open_supervisor(
+            wrap(platform) if wrap else platform,
             name="test-root",
             timing=timing,
             intensity=Intensity(100, 10.0),

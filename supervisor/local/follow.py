@@ -16,14 +16,16 @@ ever tears a cluster down.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Protocol
 
 import trio
 
+from actors.assess import not_created_status
 from actors.cluster_context import Desired
 from actors.fleet import Fleet
-from actors.model import ClusterRef, ClusterStatus, Condition
+from actors.model import ClusterRef
 from actors.ports import EventSink, StatusSink
 from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.clusters_file import FileProblem, Manifest, Removals, read_clusters
@@ -137,12 +139,4 @@ class ManifestFollower:
             return
         self._not_created[ref] = problem
         await self._sinks.record(ref, reason="InvalidSpec", message=problem, warning=True)
-        await self._sinks.publish(ref, not_created(problem))
-
-
-def not_created(problem: str) -> ClusterStatus:
-    """The status of a cluster whose only document is invalid: nothing runs, and why."""
-    return ClusterStatus(
-        conditions=(Condition("Degraded", "True", "InvalidSpec", problem),),
-        message=f"not created: {problem}",
-    )
+        await self._sinks.publish(ref, not_created_status(problem, now=time.time()))

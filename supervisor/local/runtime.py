@@ -53,6 +53,7 @@ from supervisor.local.layout import (
     write_json_atomically,
 )
 from supervisor.local.tls import ensure_ca, ensure_leaf
+from supervisor.member_subscribers import MemberSubscribers
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ class LocalRuntime:
         self._nursery = nursery
         self._live: dict[_MemberKey, _Process] = {}
         self._history: dict[_MemberKey, _History] = {}
-        self._watchers: dict[ClusterRef, list[MemberChanged]] = {}
+        self._subscribers = MemberSubscribers()
         self._closing = False
         self._starts = 0
         self._unexpected_exits = 0
@@ -247,14 +248,7 @@ class LocalRuntime:
         return MemberConfig(self._fingerprint(spec), self.builds.unavailable(spec.version))
 
     def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
-        watchers = self._watchers.setdefault(cluster, [])
-        watchers.append(on_change)
-
-        def unsubscribe() -> None:
-            if on_change in watchers:
-                watchers.remove(on_change)
-
-        return unsubscribe
+        return self._subscribers.subscribe(cluster, on_change)
 
     # --- extras ----------------------------------------------------------------------------------
 
@@ -426,12 +420,7 @@ class LocalRuntime:
     def _notify(self, key: _MemberKey) -> None:
         if self._closing:
             return
-        cluster, name = key
-        for callback in list(self._watchers.get(cluster, ())):
-            try:
-                callback(name)
-            except Exception:
-                log.exception("member-change callback %r failed for %s/%s", callback, cluster, name)
+        self._subscribers.dispatch(*key)
 
     def _ports_taken(self) -> set[int]:
         taken: set[int] = set()

@@ -10,16 +10,16 @@ import trio.testing
 
 from actors.actions import Action, ActionContext, Outcome, Wait
 from actors.cluster_context import ClusterContext
-from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec, HealthSpec
 from actors.plan import PLANNERS
+from actors.platform import open_supervisor
 from supervisor.runtime import ChildSpec
-from tests.actors.world import REF, TIMING, MemoryWorld, ports, run_fleet
+from tests.actors.world import REF, TIMING, MemoryWorld, platform, run_fleet
 
 
 async def test_a_steady_cluster_is_observed_once_per_tick(autojump_clock):
     world = MemoryWorld()
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, ClusterSpec(size=5, tls_enabled=False))])
         await trio.sleep(20.5)  # formed well before this; between two ticks
         assert world.statuses[-1][1].ready_replicas == 5
@@ -92,7 +92,7 @@ async def test_a_per_cluster_child_reads_what_the_cluster_actor_observed(autojum
 
 async def test_removing_a_cluster_closes_its_ports_and_so_does_leaving_the_fleet(autojump_clock):
     world = MemoryWorld()
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, ClusterSpec(size=1, tls_enabled=False))])
         await trio.sleep(3)
         await fleet.apply([])
@@ -109,7 +109,7 @@ def test_wait_is_not_an_action():
 async def test_a_hung_member_is_restarted_after_unresponsive_after_and_replaced_if_still_hung(autojump_clock):
     world = MemoryWorld()
     spec = ClusterSpec(size=3, tls_enabled=False, health=HealthSpec(unresponsive_after="10s"))
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, spec)])
         await trio.sleep(5)
         assert world.statuses[-1][1].ready_replicas == 3

@@ -5,9 +5,9 @@ import itertools
 import trio
 import trio.testing
 
-from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec
-from tests.actors.world import REF, TIMING, MemoryWorld, ports, run_fleet
+from actors.platform import open_supervisor
+from tests.actors.world import REF, TIMING, MemoryWorld, platform, run_fleet
 
 
 async def test_a_refused_member_add_is_retried_after_doubling_hold_offs(autojump_clock):
@@ -35,7 +35,7 @@ async def test_a_steady_cluster_publishes_once_not_on_every_tick(autojump_clock)
 
 async def test_a_crashing_cluster_actor_leaks_no_runtime_subscription(autojump_clock):
     world = MemoryWorld(crash_observations=5)
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, ClusterSpec(size=1, tls_enabled=False))])
         await trio.sleep(60)
         assert world.crash_observations == 0  # every injected crash happened

@@ -7,7 +7,6 @@ import attrs
 import trio
 
 from actors.errors import EtcdUnavailable
-from actors.fleet import open_fleet
 from actors.maintenance.actor import defrag_child
 from actors.model import (
     AutoCompactionSpec,
@@ -17,7 +16,8 @@ from actors.model import (
     DefragSpec,
     MaintenanceSpec,
 )
-from tests.actors.world import REF, TIMING, MemoryWorld, ports
+from actors.platform import open_supervisor
+from tests.actors.world import REF, TIMING, MemoryWorld, platform
 
 MiB = 2**20
 # Wall time for the schedule: midnight UTC plus the virtual clock.
@@ -66,7 +66,7 @@ async def run(world: MaintainedWorld, defrag: DefragSpec, seconds: float) -> Non
 async def run_maintained(world: MaintainedWorld, maintenance: MaintenanceSpec, seconds: float) -> None:
     spec = ClusterSpec(size=3, tls_enabled=False, maintenance=maintenance)
     child = defrag_child(clock=lambda: MIDNIGHT + trio.current_time(), wake_every=1.0)
-    async with open_fleet(lambda r: ports(world), timing=TIMING, children=[child]) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING, children=[child]) as fleet:
         await fleet.apply([ClusterResource(REF, spec)])
         await trio.sleep(seconds)
 

@@ -27,7 +27,6 @@ from actors.backup.deltas import (
 from actors.backup.health import BackupReport
 from actors.backup.ports import BackupPorts
 from actors.errors import EtcdUnavailable
-from actors.fleet import open_fleet
 from actors.model import (
     BackupSpec,
     BackupStatus,
@@ -37,8 +36,9 @@ from actors.model import (
     LocalStore,
     StoreSpec,
 )
+from actors.platform import open_supervisor
 from actors.store_port import ObjectInfo, StoredObject
-from tests.actors.world import REF, TIMING, MemoryWorld, ports
+from tests.actors.world import REF, TIMING, MemoryWorld, platform
 
 BASE = 10  # the verified snapshot the deltas start from
 PERIOD = 1.0  # deltaPeriod: also the progress interval (shorter than PROGRESS_EVERY)
@@ -151,8 +151,8 @@ async def following(world: MemoryWorld, history: History, objects: dict[str, byt
     store = StoreSpec(local=LocalStore("backups"))
     backup = BackupSpec(schedule="0 * * * *", store=store, delta_period=f"{PERIOD:.0f}s")
     spec = ClusterSpec(size=3, tls_enabled=False, backup=backup)
-    async with open_fleet(
-        lambda r: ports(world), timing=TIMING, children=[delta_child(backup_ports, history_for)]
+    async with open_supervisor(
+        platform(world), timing=TIMING, children=[delta_child(backup_ports, history_for)]
     ) as fleet:
         await fleet.apply([ClusterResource(REF, spec)])
         yield

@@ -8,14 +8,14 @@ import attrs
 import trio
 import trio.testing
 
-from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec, ProcessState
-from tests.actors.world import REF, TIMING, MemoryWorld, ports
+from actors.platform import open_supervisor
+from tests.actors.world import REF, TIMING, MemoryWorld, platform
 
 
 async def test_a_cluster_in_a_namespace_being_deleted_stops_its_steps_and_says_why(autojump_clock):
     world = MemoryWorld()
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, ClusterSpec(size=1, tls_enabled=False))])
         await trio.sleep(5)
         assert world.statuses[-1][1].phase.value == "Running"

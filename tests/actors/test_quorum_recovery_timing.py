@@ -5,10 +5,10 @@ rebuilt from the survivor, once, then grown back."""
 import trio
 import trio.testing
 
-from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec, DisasterRecoverySpec, RecoveryMode
 from actors.plan.recovery import RECOVERY_BOUND_MINIMUM
-from tests.actors.world import REF, TIMING, MemoryWorld, ports
+from actors.platform import open_supervisor
+from tests.actors.world import REF, TIMING, MemoryWorld, platform
 
 AUTOMATIC = ClusterSpec(
     size=3, tls_enabled=False, disaster_recovery=DisasterRecoverySpec(RecoveryMode.AUTOMATIC)
@@ -21,7 +21,7 @@ def recoveries(world):
 
 async def test_a_silent_majority_is_waited_for_until_the_bound_then_rebuilt_from_the_survivor(autojump_clock):
     world = MemoryWorld()
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, AUTOMATIC)])
         await trio.sleep(30)
         assert world.statuses[-1][1].ready_replicas == 3
@@ -58,7 +58,7 @@ async def test_a_cluster_left_with_no_member_at_all_is_not_seeded_afresh(autojum
     resource) says the cluster had members: nothing is started, the status says what was lost."""
     world = MemoryWorld()
     manual = ClusterSpec(size=3, tls_enabled=False)
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, manual)])
         await trio.sleep(30)
         assert world.statuses[-1][1].ready_replicas == 3

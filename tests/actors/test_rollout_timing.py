@@ -6,9 +6,9 @@ import attrs
 import trio
 
 from actors.errors import EtcdUnavailable
-from actors.fleet import open_fleet
 from actors.model import ClusterResource, ClusterSpec
-from tests.actors.world import REF, TIMING, MemoryWorld, ports
+from actors.platform import open_supervisor
+from tests.actors.world import REF, TIMING, MemoryWorld, platform
 
 
 @attrs.define
@@ -45,7 +45,7 @@ class RollingWorld(MemoryWorld):
 
 async def test_a_rollout_waits_for_answers_asked_after_each_step(autojump_clock):
     world = RollingWorld()
-    async with open_fleet(lambda r: ports(world), timing=TIMING) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING) as fleet:
         await fleet.apply([ClusterResource(REF, ClusterSpec(size=3, version="3.5.34", tls_enabled=False))])
         await trio.sleep(30)
         assert sorted(m.config for m in world.runtime.values()) == ["etcd 3.5.34"] * 3

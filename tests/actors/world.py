@@ -11,7 +11,6 @@ import trio
 
 from actors.cluster_context import Timing
 from actors.errors import ClusterUnhealthy, EtcdUnavailable, NamespaceTerminating
-from actors.fleet import open_fleet
 from actors.model import (
     ClusterRef,
     ClusterResource,
@@ -23,7 +22,7 @@ from actors.model import (
     ProcessState,
     RuntimeMember,
 )
-from actors.ports import ClusterPorts
+from actors.platform import Platform, open_supervisor
 
 REF = ClusterRef("default", "demo")
 TIMING = Timing(tick=1.0, call_timeout=1.0, probe_timeout=0.5, health_ttl=3.0)
@@ -148,11 +147,12 @@ class MemoryWorld:
         self.events.append((trio.current_time(), reason, message))
 
 
-def ports(world: MemoryWorld) -> ClusterPorts:
-    return ClusterPorts(world, world, world, world)
+def platform(world: MemoryWorld) -> Platform:
+    """The world as a mode's Platform: what the daemon and the operator wire, in memory."""
+    return Platform(world, world, world, lambda resource: world)
 
 
 async def run_fleet(world: MemoryWorld, size: int, seconds: float, **fleet_options) -> None:
-    async with open_fleet(lambda r: ports(world), timing=TIMING, **fleet_options) as fleet:
+    async with open_supervisor(platform(world), timing=TIMING, **fleet_options) as fleet:
         await fleet.apply([ClusterResource(REF, ClusterSpec(size=size, tls_enabled=False))])
         await trio.sleep(seconds)

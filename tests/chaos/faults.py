@@ -9,7 +9,8 @@ import attrs
 import trio
 
 from actors.model import ClusterRef, MemberHealth, RuntimeMember
-from actors.ports import ClusterPorts, EtcdAdmin, MemberRuntime
+from actors.platform import Platform
+from actors.ports import EtcdAdmin, MemberRuntime
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdError
 
@@ -64,12 +65,13 @@ class CrashingRuntime:
 
 
 def with_faults(faults: FaultPlan):  # type: ignore[no-untyped-def]
-    def wrap(ports: ClusterPorts) -> ClusterPorts:
-        return ClusterPorts(
-            CrashingRuntime(ports.runtime, faults),
-            CrashingAdmin(ports.admin, faults),
-            ports.status,
-            ports.events,
+    """The local Platform with its runtime and every cluster's admin crashing while armed."""
+
+    def wrap(platform: Platform) -> Platform:
+        return attrs.evolve(
+            platform,
+            runtime=CrashingRuntime(platform.runtime, faults),
+            admin_for=lambda resource: CrashingAdmin(platform.admin_for(resource), faults),
         )
 
     return wrap

@@ -14,7 +14,7 @@ import trio
 from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, StoreSpec
-from actors.ports import ClusterPorts
+from actors.platform import Platform
 from actors.store_port import ObjectStore
 from supervisor.local import embedded
 from supervisor.local.embedded import Recorder, is_healthy
@@ -65,7 +65,7 @@ async def open_local_supervisor(
     state_dir: Path,
     *,
     timing: Timing = FAST,
-    wrap: Callable[[ClusterPorts], ClusterPorts] | None = None,
+    wrap: Callable[[Platform], Platform] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
     etcd_dir: Path | None = None,

@@ -197,6 +197,11 @@ async def test_watch_members_reports_pod_and_claim_changes(
         runtime = KubeRuntime(op)
         changed: list[str] = []
         other: list[str] = []
+
+        def broken(name: str) -> None:
+            raise RuntimeError("a buggy subscriber must not end the watch nor silence the others")
+
+        runtime.watch_members(ref, broken)
         unsubscribe = runtime.watch_members(ref, changed.append)
         runtime.watch_members(ClusterRef(ns, "someone-else"), other.append)
         async with trio.open_nursery() as nursery:

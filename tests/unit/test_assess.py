@@ -3,7 +3,7 @@
 import attrs
 
 from actors.actions import AddLearner, StartMember
-from actors.assess import assess, carry_transition_times, too_soon_to_tell
+from actors.assess import assess, carry_transition_times, not_created_status, too_soon_to_tell
 from actors.codec import status_to_dict
 from actors.model import ClusterSpec, Condition, Phase, Role
 from tests.unit.facts import EXITED, cluster, hl, observed, rt
@@ -136,3 +136,17 @@ def test_a_fresh_actor_says_nothing_until_every_running_member_was_heard_from():
     runtime[2] = rt(2, EXITED)  # a stopped member cannot answer: nothing to wait for
     stopped = attrs.evolve(observed(runtime, members, health), unprobed=frozenset({"demo-2"}))
     assert not too_soon_to_tell(None, stopped)
+
+
+def test_a_cluster_refused_at_creation_shows_why_and_runs_nothing():
+    status = not_created_status(
+        "spec.size: must be between 1 and 9 (got 0)", generation=3, now=1_700_000_000.0
+    )
+    assert status.phase is Phase.CREATING and status.members == ()
+    assert status.observed_generation == 3
+    assert status.message == "not created: spec.size: must be between 1 and 9 (got 0)"
+    assert status.conditions == (
+        Condition(
+            "Degraded", "True", "InvalidSpec", "spec.size: must be between 1 and 9 (got 0)", 1_700_000_000.0
+        ),
+    )

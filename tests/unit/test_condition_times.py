@@ -1,13 +1,12 @@
-"""A condition's lastTransitionTime is a real time wherever the status comes from: a status
-built outside assess() (a cluster refused as invalid at creation) is stamped when written."""
+"""A condition's lastTransitionTime is a real time wherever the status comes from: a condition
+that reaches a status writer without a time is stamped when written, never shown as the epoch."""
 
 import json
 
 import attrs
 
 from actors.assess import stamp_unset
-from actors.model import ClusterRef, Condition
-from supervisor.local.follow import not_created
+from actors.model import ClusterRef, ClusterStatus, Condition
 from supervisor.local.status_files import StatusFiles
 
 REF = ClusterRef("default", "gamma")
@@ -21,9 +20,9 @@ def test_only_conditions_without_a_time_are_stamped():
     assert stamp_unset((kept, unset), WRITTEN_AT) == (kept, stamped)
 
 
-async def test_a_cluster_refused_at_creation_shows_when_not_the_epoch(tmp_path):
+async def test_a_condition_written_without_a_time_shows_when_not_the_epoch(tmp_path):
     files = StatusFiles(tmp_path, now=lambda: WRITTEN_AT)
-    await files.publish(REF, not_created("spec.size: must be between 1 and 9 (got 0)"))
+    unset = Condition("Degraded", "True", "InvalidSpec", "spec.size: must be between 1 and 9 (got 0)")
+    await files.publish(REF, ClusterStatus(conditions=(unset,), message="not created: spec.size: ..."))
     written = json.loads(files.path(REF).read_text())
     assert [c["lastTransitionTime"] for c in written["conditions"]] == ["2026-05-28T20:26:40Z"]
-    assert written["message"] == "not created: spec.size: must be between 1 and 9 (got 0)"

@@ -139,7 +139,7 @@ class NoBackups:
 @pytest.mark.trio
 async def test_a_point_in_time_restore_without_a_snapshot_below_it_fails_naming_it() -> None:
     restorer = KubeRestorer(
-        cast(KubeClient, None), lambda ns, spec: cast(Any, NoBackups()), IMAGE, tls_files=cast(Any, None)
+        cast(KubeClient, None), lambda cluster, spec: cast(Any, NoBackups()), IMAGE, tls_files=cast(Any, None)
     )
     source = RestoreSpec(store=StoreSpec(local=LocalStore("/b")), key="ns/main/x.db", revision=1480)
     with pytest.raises(RestoreFailed, match=r"no verified snapshot of ns/main at or below revision 1480"):

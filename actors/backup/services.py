@@ -1,0 +1,87 @@
+"""A cluster's backup children, wired the same way in every mode: the backup actor (scheduled
+and on-demand backups) and the delta follower (idle without spec.backup.deltaPeriod).
+
+A mode says where stores are opened, how a snapshot is verified and where on-demand backups
+come from (the Platform's `stores`, `verifier` and `requests`); this module builds each
+cluster's BackupPorts from them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from attrs import frozen
+
+from actors.backup.actor import RETRY, WAKE_EVERY, backup_child
+from actors.backup.delta_actor import delta_child
+from actors.backup.delta_verify import VERIFY_EVERY
+from actors.backup.deltas import HistorySource
+from actors.backup.ports import BackupPorts, BackupRequests, SnapshotVerifier
+from actors.cluster_context import ChildFactory, ClusterContext
+from actors.model import ClusterRef, ClusterSpec, StoreSpec
+from actors.store_port import ObjectStore
+from supervisor.backoff import Backoff
+from supervisor.runtime import ChildSpec
+
+# Opens one of a cluster's stores for one use (the actor closes it); the cluster is there for
+# what depends on where it lives (the credentials Secret of its namespace, on Kubernetes).
+StoreOpener = Callable[[ClusterRef, StoreSpec], ObjectStore]
+# A cluster's snapshot verifier; the spec is read at each verification (its version, its image).
+VerifierFactory = Callable[[ClusterRef, Callable[[], ClusterSpec]], SnapshotVerifier]
+
+
+@frozen
+class BackupTiming:
+    """How often the backup children look, and how they retry (tests speed them up)."""
+
+    clock: Callable[[], float] = time.time  # wall time, for the schedule
+    wake_every: float = WAKE_EVERY
+    retry: Backoff = RETRY
+    verify_every: float = VERIFY_EVERY  # between verifications of a delta chain
+
+
+def backup_ports(
+    context: ClusterContext,
+    stores: StoreOpener,
+    verifier: VerifierFactory | None,
+    clock: Callable[[], float],
+    requests: BackupRequests | None = None,
+) -> BackupPorts:
+    verify = verifier(context.ref, lambda: context.desired().resource.spec) if verifier else None
+    return BackupPorts(lambda spec: stores(context.ref, spec), verify, clock, requests)
+
+
+def backup_service(
+    stores: StoreOpener,
+    verifier: VerifierFactory | None,
+    requests: BackupRequests | None = None,
+    timing: BackupTiming = BackupTiming(),
+) -> ChildFactory:
+    """The backup actor of each cluster (verifier None: backups are stored unverified)."""
+
+    def child(context: ClusterContext) -> ChildSpec:
+        ports = backup_ports(context, stores, verifier, timing.clock, requests)
+        return backup_child(ports, wake_every=timing.wake_every, retry=timing.retry)(context)
+
+    return child
+
+
+def delta_service(
+    stores: StoreOpener, verifier: VerifierFactory | None, timing: BackupTiming = BackupTiming()
+) -> ChildFactory:
+    """The delta follower of each cluster. Its full backups (a compaction overtook its watch)
+    are never on-demand ones, so it is given no requests."""
+
+    def child(context: ClusterContext) -> ChildSpec:
+        ports = backup_ports(context, stores, verifier, timing.clock)
+        return delta_child(ports, history_of, verify_every=timing.verify_every)(context)
+
+    return child
+
+
+def history_of(context: ClusterContext) -> HistorySource | None:
+    """The cluster's etcd admin follows history (the Watch RPC) for the delta follower; an
+    admin that cannot leaves the follower idle."""
+    admin = context.ports.admin
+    return admin if isinstance(admin, HistorySource) else None
