@@ -10,7 +10,6 @@ import trio
 from actors.model import LocalStore, StoreSpec
 from supervisor.etcd import FutureRevision, open_etcd_client
 from supervisor.local.backups import local_store_opener
-from tests.backup.clock import SteppedClock
 from tests.backup.test_deltas import (
     _verified,
     children_for,
@@ -21,6 +20,7 @@ from tests.backup.test_deltas import (
     with_backups,
 )
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.clock import SteppedClock
 from tests.harness.poll import eventually
 
 EVERYTHING = (b"\0", b"\0")

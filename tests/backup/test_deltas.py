@@ -16,9 +16,9 @@ from actors.model import BackupSpec, LocalStore, RestoreSpec, Role, StoreSpec
 from supervisor.etcd import Delete, open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
-from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import follow_members, open_local_supervisor, resource
 from tests.chaos.test_quorum_recovery import RevisionWriter
+from tests.harness.clock import fast_clock
 
 
 def with_backups(res, store: StoreSpec, delta_period: str = "1s"):

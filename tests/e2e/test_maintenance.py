@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.kube import manifests as m
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import assert_no_member_failed, form_cluster, tls_files, wait_for
 from tests.harness import images
+from tests.harness.cluster import Cluster
+from tests.harness.formation import assert_no_member_failed, form_cluster, tls_files, wait_for
 
 MiB = 1 << 20
 # The operator logs every step it takes, in order (Events only carry whole seconds).

@@ -1,6 +1,6 @@
 """What the e2e tests and bench/bench_formation.py share: the reference (three static etcd
 pods), the operator as a host process, forming an EtcdCluster, and timing both by watching
-the API server (tests/e2e/watch.py).
+the API server (tests/harness/watch.py).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from actors.codec import parse_spec
 from actors.model import MemberLaunch
 from supervisor.kube import manifests as m
 from supervisor.kube.tls import generate_cluster_tls
-from tests.e2e.cluster import Cluster
-from tests.e2e.watch import KubectlWatch
 from tests.harness import images
+from tests.harness.cluster import Cluster
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from tests.harness.watch import KubectlWatch
 
 # Filled as the tests run; the operator test divides by the static pods' time.
 TIMINGS: dict[str, float] = {}
@@ -295,7 +295,7 @@ def form_cluster(
 ) -> tuple[float, dict[str, Any]]:
     """Apply a 3-member EtcdCluster; until Running. Returns (seconds, every pod seen by uid).
 
-    Both are watched (tests/e2e/watch.py), so the time is when the API server showed Running."""
+    Both are watched (tests/harness/watch.py), so the time is when the API server showed Running."""
     selector = f"{m.LABEL_INSTANCE}={name},{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
     cluster_args = ["etcdclusters", "-n", namespace, f"--field-selector=metadata.name={name}"]
     pod_args = ["pods", "-n", namespace, "-l", selector]
