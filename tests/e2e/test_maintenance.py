@@ -88,7 +88,7 @@ def test_fragmented_members_are_defragmented_one_at_a_time_the_leader_last(
             180,
             poll=1.0,
         )
-    except AssertionError:
+    except TimeoutError:
         status = e2e_cluster.get_json("etcdcluster", "frag", namespace=e2e_namespace)["status"]
         print(f"status: {json.dumps(status, indent=1)}")
         raise

@@ -30,6 +30,7 @@ from supervisor.kube.tls import generate_cluster_tls
 from tests.harness import images
 from tests.harness.cluster import Cluster
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from tests.harness.poll import until
 from tests.harness.watch import KubectlWatch
 
 # Filled as the tests run; the operator test divides by the static pods' time.
@@ -37,13 +38,8 @@ TIMINGS: dict[str, float] = {}
 
 
 def wait_for(what: str, check: Any, timeout: float, poll: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    """The first truthy `check()`; TimeoutError naming `what` after `timeout` s."""
+    return until(check, within=timeout, every=poll, what=what)
 
 
 def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
