@@ -4,12 +4,12 @@ Issue 16's measure: time from `kubectl apply` of the EtcdCluster to phase Runnin
 the time from `kubectl apply` of three static etcd pods started at once to all Ready, in the
 same run; target <= 1.5x. Each sample times every reference and both EtcdClusters (TLS on, the
 default, and off) in turn, so that load on the machine falls on all alike; all are timed by
-watching the API server (tests/e2e/watch.py). Prints medians of per-run ratios (and ratios of
+watching the API server (tests/harness/watch.py). Prints medians of per-run ratios (and ratios of
 medians) and writes bench/results/formation.json.
 
 The static pods the target is held to are the like-for-like ones: the operator's own member
 pods (its manifests: the same image, pod spec, probe, claims, peer Service, and the TLS Secret
-when TLS is on; tests/e2e/formation.twin_members) started at once with the whole membership, as
+when TLS is on; tests/harness/formation.twin_members) started at once with the whole membership, as
 someone running etcd by hand would run them. Against these only the orchestration differs: the
 staged bootstrap, and the operator's reactions between its steps. A TLS cluster is compared
 with TLS pods and a plain one with plain pods (TARGETED).
@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.node_operator import operator_on_node
 from bench.report import write_result
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import (
+from tests.harness.cluster import Cluster
+from tests.harness.formation import (
     StaticTimes,
     assert_no_member_failed,
     form_cluster,

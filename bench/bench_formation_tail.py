@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.node_operator import operator_on_node
 from bench.report import write_result
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import form_cluster
+from tests.harness.cluster import Cluster
+from tests.harness.formation import form_cluster
 from tests.harness.node import LOGS, ROOT
 
 SLOW_FACTOR = 2.0

@@ -42,7 +42,7 @@ from bench.report import median_line, write_result
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
-from tests.backup.clock import fast_clock  # cron minutes in two real seconds
+from tests.harness.clock import fast_clock  # cron minutes in two real seconds
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 KEYS = 2_000

@@ -37,7 +37,7 @@ from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
 from supervisor.local.embedded import open_local_supervisor
-from tests.backup.clock import fast_clock  # cron minutes in two real seconds
+from tests.harness.clock import fast_clock  # cron minutes in two real seconds
 
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 STEP = 10_000  # writes between the restore points

@@ -13,10 +13,10 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import run_operator
 from tests.harness import images
+from tests.harness.cluster import Cluster
 from tests.harness.components import MissingComponent
+from tests.harness.formation import run_operator
 from tests.harness.node import ROOT, open_node
 
 

@@ -39,6 +39,7 @@ from actors.model import (
 from actors.platform import open_supervisor
 from actors.store_port import ObjectInfo, StoredObject
 from tests.actors.world import REF, TIMING, MemoryWorld, platform
+from tests.harness.poll import eventually
 
 BASE = 10  # the verified snapshot the deltas start from
 PERIOD = 1.0  # deltaPeriod: also the progress interval (shorter than PROGRESS_EVERY)
@@ -131,12 +132,6 @@ def stored(objects: dict[str, bytes]) -> tuple[list, list[Change]]:
     return refs, [c for r in refs for c in decode_chunk(objects[r.key])]
 
 
-async def until(condition, timeout: float = 60.0) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.1)
-
-
 @asynccontextmanager
 async def following(world: MemoryWorld, history: History, objects: dict[str, bytes]):
     """A fleet of one 3-member cluster with deltaPeriod, its verified snapshot at BASE."""
@@ -162,14 +157,22 @@ async def test_a_silent_member_is_left_for_another_and_a_quiet_cluster_is_not(au
     world, history, objects = MemoryWorld(), History(), {}
     async with following(world, history, objects):
         history.write(20)
-        await until(lambda: covered_to(stored(objects)[0], BASE) == history.revision)
+        await eventually(
+            lambda: covered_to(stored(objects)[0], BASE) == history.revision,
+            within=60,
+            what="deltas cover the history",
+        )
         (stream,) = history.streams
 
         # The member serving the watch freezes: its stream neither fails nor delivers.
         frozen_at = trio.current_time()
         history.frozen.add(stream.member)
         history.write(30)
-        await until(lambda: covered_to(stored(objects)[0], BASE) == history.revision)
+        await eventually(
+            lambda: covered_to(stored(objects)[0], BASE) == history.revision,
+            within=60,
+            what="deltas cover the history",
+        )
         ((moved_at, left),) = stream.moves
         assert left in history.frozen and stream.member not in history.frozen
         # Moved once nothing was heard for DEAD_AFTER progress intervals (plus one to notice).
@@ -202,6 +205,10 @@ async def test_chunks_stored_before_a_restart_count_for_a_recovery_while_no_memb
         )
     objects[chunk_key(REF, 27, 30)] = b""  # after a gap: not reachable from the snapshot
     async with following(world, history, objects):
-        await until(lambda: bool(history.contexts) and history.contexts[0].reports.deltas_reach > 0)
+        await eventually(
+            lambda: bool(history.contexts) and history.contexts[0].reports.deltas_reach > 0,
+            within=60,
+            what="the deltas reach reported",
+        )
         assert history.contexts[0].reports.deltas_reach == 25
         assert not history.streams

@@ -18,6 +18,7 @@ from actors.errors import StoreUnavailable
 from actors.model import BackupSpec, LocalStore, StoreSpec
 from actors.store_port import ObjectInfo
 from tests.actors.world import REF
+from tests.harness.poll import eventually
 
 SNAPSHOT = "default/demo/snap-rev10.db"
 
@@ -88,9 +89,12 @@ async def run_one(store, ask: VerifyAsk, until_reason: str) -> tuple[list, list[
     async with trio.open_nursery() as nursery:
         nursery.start_soon(verifier.run)
         verifier.ask(ask)
-        with trio.fail_after(3600):
-            while not any(reason == until_reason for reason, _ in events):
-                await trio.sleep(1)
+        await eventually(
+            lambda: any(reason == until_reason for reason, _ in events),
+            within=3600,
+            every=1,
+            what=until_reason,
+        )
         nursery.cancel_scope.cancel()
     return events, broken
 

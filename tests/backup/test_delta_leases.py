@@ -10,7 +10,6 @@ import trio
 from actors.model import LocalStore, StoreSpec
 from supervisor.etcd import FutureRevision, open_etcd_client
 from supervisor.local.backups import local_store_opener
-from tests.backup.clock import SteppedClock
 from tests.backup.test_deltas import (
     _verified,
     children_for,
@@ -21,6 +20,7 @@ from tests.backup.test_deltas import (
     with_backups,
 )
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.clock import SteppedClock
 from tests.harness.poll import eventually
 
 EVERYTHING = (b"\0", b"\0")
@@ -57,9 +57,13 @@ async def test_restored_keys_keep_their_leases_and_expire_without_keep_alive(tmp
             # The follower asks a lease's TTL as it writes a put with it; a lease revoked before
             # that is recorded as gone (actors/backup/leases.py). This one is revoked once the
             # puts are stored, so its granted TTL is what a restore before the revoke gets back.
-            with trio.fail_after(30):
-                while deltas_base(directory, source.ref, alive) is None:
-                    await trio.sleep(0.05)
+            await eventually(
+                lambda: deltas_base(directory, source.ref, alive),
+                lambda base: base is not None,
+                within=30,
+                every=0.05,
+                what=f"deltas past revision {alive}",
+            )
             await etcd.lease_revoke(revoked)
             await eventually(lambda: etcd.get(b"exp/a"), lambda v: v is None, within=30, what="expiry")
             last = await etcd.put(b"plain", b"after the expiry")
@@ -67,9 +71,13 @@ async def test_restored_keys_keep_their_leases_and_expire_without_keep_alive(tmp
             states = {t: await etcd.range(*EVERYTHING, revision=t) for t in targets}
             hashes = {t: await _hash_at(etcd, urls[0], t) for t in targets}
             nursery.cancel_scope.cancel()
-        with trio.fail_after(30):
-            while deltas_base(directory, source.ref, last) is None:
-                await trio.sleep(0.2)
+        await eventually(
+            lambda: deltas_base(directory, source.ref, last),
+            lambda base: base is not None,
+            within=30,
+            every=0.2,
+            what=f"deltas past revision {last}",
+        )
         # The follower recorded each lease's granted TTL beside its puts.
         recorded = {c.key: c.lease_ttl for c in stored_chunks(directory, source.ref)[1] if c.lease}
         assert recorded[b"kept/a"] == 15 and recorded[b"rev/a"] == 60 and recorded[b"snap/k2"] == 60
@@ -104,9 +112,13 @@ async def _keep_alive(etcd, leases) -> None:
 
 async def _hash_at(etcd, url, revision) -> int:
     """HashKV of the member at `url` at `revision`, once it has applied it."""
-    with trio.fail_after(20):
-        while True:
-            try:
-                return (await etcd.hash_kv(url, revision)).hash
-            except FutureRevision:
-                await trio.sleep(0.1)
+
+    async def hash_once_applied() -> int | None:
+        try:
+            return (await etcd.hash_kv(url, revision)).hash
+        except FutureRevision:
+            return None
+
+    return await eventually(
+        hash_once_applied, lambda h: h is not None, within=20, what=f"HashKV at revision {revision}"
+    )

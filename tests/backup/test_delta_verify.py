@@ -15,9 +15,9 @@ from actors.model import LocalStore, StoreSpec
 from supervisor.etcd import Delete, open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
-from tests.backup.clock import SteppedClock
 from tests.backup.test_deltas import _verified, follower_started, stored_chunks, with_backups
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.clock import SteppedClock
 from tests.harness.poll import eventually
 
 VERIFIED = re.compile(r"to revision (\d+) replay .* (\d+) changes replayed, HashKV (\d+) at revision")

@@ -16,9 +16,10 @@ from actors.model import BackupSpec, LocalStore, RestoreSpec, Role, StoreSpec
 from supervisor.etcd import Delete, open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
-from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import follow_members, open_local_supervisor, resource
 from tests.chaos.test_quorum_recovery import RevisionWriter
+from tests.harness.clock import fast_clock
+from tests.harness.poll import eventually
 
 
 def with_backups(res, store: StoreSpec, delta_period: str = "1s"):
@@ -75,9 +76,13 @@ async def test_deltas_hold_every_acknowledged_write_through_a_member_kill_and_a_
             await writer.wait_for_more(50)
             nursery.cancel_scope.cancel()
         last = writer.acked[-1][2]
-        with trio.fail_after(60):
-            while covered_to(stored_chunks(directory, demo.ref)[0], base) < last:
-                await trio.sleep(0.2)
+        await eventually(
+            lambda: covered_to(stored_chunks(directory, demo.ref)[0], base),
+            lambda covered: covered >= last,
+            within=60,
+            every=0.2,
+            what=f"chunks covering revision {last}",
+        )
     refs, changes = stored_chunks(directory, demo.ref)
     revisions = [c.revision for c in changes]
     assert revisions == sorted(set(revisions)), "each change once, in revision order"
@@ -92,9 +97,9 @@ async def test_deltas_hold_every_acknowledged_write_through_a_member_kill_and_a_
 async def deltas_start(directory, ref) -> int:
     """The revision the follower's chunks start from (a verified snapshot's), once it has
     written its first chunk."""
-    with trio.fail_after(60):
-        while not (refs := stored_chunks(directory, ref)[0]):
-            await trio.sleep(0.2)
+    refs = await eventually(
+        lambda: stored_chunks(directory, ref)[0], within=60, every=0.2, what="the follower's first chunk"
+    )
     return min(r.first for r in refs) - 1
 
 
@@ -138,9 +143,13 @@ async def test_restore_to_each_of_several_revisions_gives_exactly_the_state_at_t
                     value = b"v%d" % i
                     history.append((await etcd.put(key, value), key, value))
         last = history[-1][0]
-        with trio.fail_after(30):
-            while (base := deltas_base(tmp_path / "backups", source.ref, last)) is None:
-                await trio.sleep(0.2)
+        base = await eventually(
+            lambda: deltas_base(tmp_path / "backups", source.ref, last),
+            lambda found: found is not None,
+            within=30,
+            every=0.2,
+            what=f"deltas past revision {last}",
+        )
         # The snapshot the deltas start from alone, a revision in the middle, and the last one.
         later = [rev for rev, _, _ in history if rev > base]
         targets = [base, later[len(later) // 2], last]

@@ -19,8 +19,8 @@ from supervisor.local.backups import SpecVersionVerifier, local_backups
 from supervisor.local.runtime import open_local_runtime
 from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.stores import open_store
-from tests.backup.clock import SteppedClock, fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.clock import SteppedClock, fast_clock
 from tests.harness.etcd import EtcdBinaries, running_cluster
 from tests.harness.etcd_versions import cache_dir, pinned
 

@@ -10,8 +10,8 @@ import attrs
 from actors.model import BackupSpec, ClusterRef, LocalStore, RestoreSpec, StoreSpec
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
-from tests.backup.clock import fast_clock
 from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.clock import fast_clock
 
 
 def with_spec(res, **changes):

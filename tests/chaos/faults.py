@@ -13,6 +13,7 @@ from actors.platform import Platform
 from actors.ports import EtcdAdmin, MemberRuntime
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdError
+from tests.harness.poll import eventually
 
 
 class InjectedFault(RuntimeError):
@@ -103,9 +104,13 @@ class AckedWriter:
     async def wait_for_more(self, count: int = 20, *, timeout: float = 30) -> None:
         """Until `count` more writes are acknowledged: the cluster takes writes again."""
         target = len(self.acked) + count
-        with trio.fail_after(timeout):
-            while len(self.acked) < target:
-                await trio.sleep(0.05)
+        await eventually(
+            lambda: len(self.acked),
+            lambda n: n >= target,
+            within=timeout,
+            every=0.05,
+            what=f"{count} more writes",
+        )
 
     async def verify(self) -> int:
         """Read every acknowledged key back (linearizable reads); returns how many were checked."""

@@ -14,6 +14,7 @@ from actors.model import Role
 from tests.chaos.faults import AckedWriter, FaultPlan, with_faults
 from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
+from tests.harness.poll import eventually
 from tests.harness.procs import etcd_pids_under
 
 
@@ -51,9 +52,11 @@ async def test_nothing_acknowledged_is_lost_through_kills_crashes_data_loss_and_
             # 2. Crash member actors and the cluster actor; their supervisors restart them.
             faults.member_probe_crashes = 4
             faults.cluster_observe_crashes = 2
-            with trio.fail_after(30):
-                while faults.member_probe_crashes or faults.cluster_observe_crashes:
-                    await trio.sleep(0.1)
+            await eventually(
+                lambda: not (faults.member_probe_crashes or faults.cluster_observe_crashes),
+                within=30,
+                what="every armed crash injected",
+            )
             status = await sup.wait_healthy(demo.ref, 3, timeout=30)
             assert len(faults.injected) == 6
             await writer.wait_for_more()

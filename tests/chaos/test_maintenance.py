@@ -24,6 +24,7 @@ from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import NoSpace
 from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource, rolled_since
 from tests.harness.history import FAILED, UNKNOWN, KvWorkload
+from tests.harness.poll import eventually
 
 MiB = 2**20
 
@@ -202,13 +203,15 @@ async def test_nospace_recovers_by_itself_and_keeps_every_key(tmp_path):
             await sup.wait_for(
                 demo.ref, lambda s: condition(s, "SpaceAvailable").status == "False", timeout=30
             )
-            with trio.fail_after(60):
-                while True:
-                    try:
-                        await client.put(b"/after", b"accepted")
-                        break
-                    except EtcdError:
-                        await trio.sleep(0.2)
+
+            async def accepted() -> bool:
+                try:
+                    await client.put(b"/after", b"accepted")
+                except EtcdError:
+                    return False
+                return True
+
+            await eventually(accepted, within=60, every=0.2, what="a write accepted after the NOSPACE alarm")
             recovered_in = trio.current_time() - alarmed_at
             for key, value in written.items():
                 assert await client.get(key) in ({value, refused} if key == refused_key else {value}), key

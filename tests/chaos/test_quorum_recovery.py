@@ -41,6 +41,7 @@ from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
 from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
+from tests.harness.poll import eventually
 from tests.harness.procs import etcd_pids_under
 
 
@@ -71,9 +72,13 @@ class RevisionWriter:
 
     async def wait_for_more(self, count: int = 20, *, timeout: float = 30) -> None:
         target = len(self.acked) + count
-        with trio.fail_after(timeout):
-            while len(self.acked) < target:
-                await trio.sleep(0.05)
+        await eventually(
+            lambda: len(self.acked),
+            lambda n: n >= target,
+            within=timeout,
+            every=0.05,
+            what=f"{count} more writes",
+        )
 
     async def missing(self, acked: list[tuple[bytes, bytes, int]]) -> list[bytes]:
         async with open_etcd_client(self.endpoints, call_timeout=10.0) as client:
@@ -224,9 +229,12 @@ async def test_automatic_rebuilds_from_the_newest_verified_backup_and_its_deltas
         async with open_etcd_client(writer.endpoints) as etcd:  # a key with a lease, in the deltas only
             lease = await etcd.lease_grant(600)
             reached = await etcd.put(b"leased", b"v", lease=lease)
-        with trio.fail_after(30):
-            while deltas_reach(tmp_path / "backups", demo.ref) < reached:
-                await trio.sleep(0.1)
+        await eventually(
+            lambda: deltas_reach(tmp_path / "backups", demo.ref),
+            lambda reach: reach >= reached,
+            within=30,
+            what=f"deltas reaching revision {reached}",
+        )
         lost = lose(sup, demo.ref, list(sup.recorder.statuses[demo.ref].members))
         status = await sup.wait_for(
             demo.ref, lambda s: is_healthy(s, 3) and not set(lost) & {m.id for m in s.members}, timeout=120

@@ -4,9 +4,9 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from tests.harness.poll import until
 from tests.harness.procs import etcd_pids_under
 
 CLI = Path(sys.executable).parent / "etcd-supervisor"
@@ -29,14 +29,13 @@ def status_of(state: Path, name: str) -> dict | None:
 
 
 def wait_status(state: Path, name: str, predicate, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = status_of(state, name)
-        if last is not None and predicate(last):
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{name}: not reached in {timeout}s; last status {last}")
+    return until(
+        lambda: status_of(state, name),
+        lambda status: status is not None and predicate(status),
+        within=timeout,
+        every=0.3,
+        what=f"the status of {name}",
+    )
 
 
 def healthy(size: int):
@@ -90,9 +89,13 @@ def test_the_local_command_follows_its_file_and_resumes_after_a_graceful_stop(tm
 
         # A removed document tears that cluster down; its status goes away, its data stays.
         file.write_text(DOC.format(name="alpha", size=3, tls="false"))
-        deadline = time.monotonic() + 30
-        while status_of(state, "beta") is not None and time.monotonic() < deadline:
-            time.sleep(0.3)
+        until(
+            lambda: status_of(state, "beta"),
+            lambda s: s is None,
+            within=30,
+            every=0.3,
+            what="beta's status gone",
+        )
         assert status_of(state, "beta") is None
         assert any((state / "default" / "beta" / "members").glob("*/data/member/wal"))
     finally:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tests.cli.test_local_command import CLI, DOC, healthy, status_of, wait_status
+from tests.harness.poll import until
 from tests.harness.procs import etcd_pids_under
 
 ALPHA = DOC.format(name="alpha", size=1, tls="false")
@@ -36,10 +37,7 @@ class Daemon:
 
     def wait_board(self, text: str) -> None:
         """The board draws at most four times a second: what a status file says shows soon after."""
-        deadline = time.monotonic() + 5
-        while text not in self.board.read_text():
-            assert time.monotonic() < deadline, f"never on the board: {text}"
-            time.sleep(0.1)
+        until(self.board.read_text, lambda board: text in board, within=5, what=f"{text!r} on the board")
 
     def logged(self, event: str) -> list[str]:
         lines = [json.loads(line) for line in self.log.read_text().splitlines() if line.startswith("{")]
@@ -140,8 +138,9 @@ def test_a_cluster_goes_only_when_a_second_read_still_lacks_it(workdir):
         # Really removed: gone, but only after the confirming read.
         removed_at = time.monotonic()
         file.write_text(ALPHA)
-        while status_of(daemon.state, "beta") is not None and time.monotonic() < removed_at + 30:
-            time.sleep(0.1)
+        until(
+            lambda: status_of(daemon.state, "beta"), lambda s: s is None, within=30, what="beta's status gone"
+        )
         assert status_of(daemon.state, "beta") is None
         assert time.monotonic() - removed_at >= 2.0
         assert etcd_pids_under(daemon.state / "default" / "beta") == []
@@ -175,9 +174,12 @@ def test_a_new_invalid_cluster_gets_a_status_until_it_is_mended_or_gone(workdir)
         file.write_text(ALPHA + "---\n" + DOC.format(name="delta", size=10, tls="false") + "---\n" + GAMMA_OK)
         assert problem(wait_status(daemon.state, "delta", lambda s: True, timeout=10)).startswith("spec.size")
         file.write_text(ALPHA + "---\n" + GAMMA_OK)
-        deadline = time.monotonic() + 10
-        while status_of(daemon.state, "delta") is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(
+            lambda: status_of(daemon.state, "delta"),
+            lambda s: s is None,
+            within=10,
+            what="delta's status gone",
+        )
         assert status_of(daemon.state, "delta") is None
         assert status_of(daemon.state, "gamma")["phase"] == "Running"
     finally:

@@ -14,6 +14,7 @@ from supervisor.aio import open_asyncio_loop
 from supervisor.local.processes import pid_is_alive
 from tests.cli.test_local_command import CLI, DOC, etcdctl, healthy, status_of, wait_status
 from tests.harness.history import OK, KvWorkload
+from tests.harness.poll import eventually
 from tests.harness.procs import etcd_pids_under
 
 
@@ -44,14 +45,13 @@ def stop(daemon: subprocess.Popen) -> int:
 
 async def wait_status_async(state: Path, name: str, predicate, timeout: float = 60.0) -> dict:
     """wait_status without blocking trio: the workload runs beside it."""
-    last = None
-    with trio.move_on_after(timeout):
-        while True:
-            last = status_of(state, name)
-            if last is not None and predicate(last):
-                return last
-            await trio.sleep(0.3)
-    raise AssertionError(f"{name}: not reached in {timeout}s; last status {last}")
+    return await eventually(
+        lambda: status_of(state, name),
+        lambda status: status is not None and predicate(status),
+        within=timeout,
+        every=0.3,
+        what=f"the status of {name}",
+    )
 
 
 def leave_running_once(file: Path, state: Path, log: Path, name: str) -> dict:

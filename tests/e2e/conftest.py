@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from actors.model import DEFAULT_VERSION
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import run_operator
 from tests.harness import images
+from tests.harness.cluster import Cluster
 from tests.harness.components import MissingComponent, missing, require
+from tests.harness.formation import run_operator
 from tests.harness.node import ROOT, open_node
 
 

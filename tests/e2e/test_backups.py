@@ -24,11 +24,11 @@ import pytest
 
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import etcd_cluster, pods, tls_files, wait_for
 from tests.e2e.test_operator_pod import deployed_operator  # noqa: F401 (a fixture)
 from tests.harness import images
+from tests.harness.cluster import Cluster
 from tests.harness.components import require
+from tests.harness.formation import etcd_cluster, pods, tls_files, wait_for
 from tests.harness.node import GATEWAY
 from tests.harness.objstore import S3Server, moto_server_binary, open_moto_server
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.kube import manifests as m
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import assert_no_member_failed, form_cluster, tls_files, wait_for
 from tests.harness import images
+from tests.harness.cluster import Cluster
+from tests.harness.formation import assert_no_member_failed, form_cluster, tls_files, wait_for
 
 MiB = 1 << 20
 # The operator logs every step it takes, in order (Events only carry whole seconds).
@@ -88,7 +88,7 @@ def test_fragmented_members_are_defragmented_one_at_a_time_the_leader_last(
             180,
             poll=1.0,
         )
-    except AssertionError:
+    except TimeoutError:
         status = e2e_cluster.get_json("etcdcluster", "frag", namespace=e2e_namespace)["status"]
         print(f"status: {json.dumps(status, indent=1)}")
         raise

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from supervisor.kube.leader import LEASE_NAME
-from tests.e2e.cluster import Cluster
-from tests.e2e.formation import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
+from tests.harness.cluster import Cluster
+from tests.harness.formation import TIMINGS, assert_no_member_failed, form_cluster, is_ready, wait_for
 from tests.harness.kube import OPERATOR_NAMESPACE, REPO, require_helm
 
 CHART = REPO / "deploy" / "helm" / "etcd-operator"

@@ -16,6 +16,7 @@ from supervisor.etcd import (
     open_etcd_client,
 )
 from tests.harness.etcd import EtcdBinaries, running_cluster
+from tests.harness.poll import accepted
 
 
 async def test_auth_enabled_cluster(binaries: EtcdBinaries, tmp_path: Path, asyncio_loop: None) -> None:
@@ -59,14 +60,13 @@ async def test_auth_enabled_cluster(binaries: EtcdBinaries, tmp_path: Path, asyn
             assert (await root.snapshot(discard)).verified  # the token travels with it
             # Simple tokens live in the member's memory: a restart invalidates ours.
             await trio.to_thread.run_sync(cluster.members[0].restart)
-            with trio.fail_after(30):
-                while True:
-                    try:
-                        await root.put(b"/app/k", b"after-restart")
-                        break
-                    except NotAuthenticated:  # pragma: no cover - would mean re-auth is broken
-                        raise
-                    except Exception:
-                        await trio.sleep(0.2)  # the member is still starting
+            await accepted(  # refused while the member is still starting
+                lambda: root.put(b"/app/k", b"after-restart"),
+                refused=(Exception,),
+                fatal=(NotAuthenticated,),  # would mean re-authentication is broken
+                within=30,
+                every=0.2,
+                what="a put after the restart",
+            )
             assert await root.get(b"/app/k") == b"after-restart"
             await root.auth_disable()

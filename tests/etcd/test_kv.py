@@ -20,6 +20,7 @@ from supervisor.etcd import (
     open_etcd_client,
 )
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.poll import eventually
 
 
 @pytest.fixture(scope="module")
@@ -130,12 +131,12 @@ async def test_status_and_hash_agree_across_members(cluster: EtcdCluster, asynci
         assert {s.member_id for s in statuses} == ids
         hashes = set()
         for url in cluster.endpoints:
-            with trio.fail_after(20):
-                while True:  # a follower may not have applied `revision` yet
-                    hashed = await client.hash_kv(url, revision)
-                    if hashed.revision >= revision:
-                        break
-                    await trio.sleep(0.1)
+            hashed = await eventually(  # a follower may not have applied `revision` yet
+                lambda url=url: client.hash_kv(url, revision),
+                lambda hashed: hashed.revision >= revision,
+                within=20,
+                what=f"HashKV of {url} at revision {revision}",
+            )
             hashes.add(hashed.hash)
         assert len(hashes) == 1
 

@@ -12,6 +12,7 @@ from supervisor.etcd.member_settings import defrag_settings
 from supervisor.etcd.serving import follow_serving
 from tests.harness.etcd import EtcdBinaries, running_cluster
 from tests.harness.etcd_versions import built_or_skip, pinned
+from tests.harness.poll import eventually
 
 VALUE = b"v" * 64 * 1024
 
@@ -82,12 +83,8 @@ async def test_a_member_says_not_serving_on_grpc_health_while_it_defragments(
             await client.compact(await client.current_revision())
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(follow_serving, client, url, seen.append)
-                with trio.fail_after(10):
-                    while not seen:
-                        await trio.sleep(0.01)
+                await eventually(lambda: seen, within=10, every=0.01, what="a first answer")
                 await client.defragment(url)
-                with trio.fail_after(10):
-                    while seen[-1] is not True:
-                        await trio.sleep(0.01)
+                await eventually(lambda: seen[-1] is True, within=10, every=0.01, what="serving again")
                 nursery.cancel_scope.cancel()
     assert seen[0] is True and False in seen[1:], seen

@@ -22,18 +22,16 @@ from supervisor.etcd import (
     open_etcd_client,
 )
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.poll import accepted, eventually
 
 T = TypeVar("T")
 
 
 async def patiently(change: Callable[[], Awaitable[T]], seconds: float = 20) -> T:
     """etcd refuses membership changes as "unhealthy" until a new leader has seen its peers for 5s."""
-    with trio.fail_after(seconds):
-        while True:
-            try:
-                return await change()
-            except UnhealthyCluster:
-                await trio.sleep(0.25)
+    return await accepted(
+        change, refused=(UnhealthyCluster,), within=seconds, every=0.25, what="a membership change"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +45,9 @@ async def test_move_leader(cluster: EtcdCluster, asyncio_loop: None) -> None:
         leader = await client.leader()
         target = next(m for m in await client.member_list() if m.id != leader.id and not m.is_learner)
         await client.move_leader(target.id)
-        with trio.fail_after(10):
-            while (await client.leader()).id != target.id:
-                await trio.sleep(0.1)
+        await eventually(
+            client.leader, lambda leader: leader.id == target.id, within=10, what="the new leader"
+        )
         with pytest.raises(BadLeaderTransferee):
             await client.move_leader(0xDEAD)
 
@@ -72,13 +70,9 @@ async def test_a_write_the_leader_refuses_while_handing_over_is_proposal_dropped
         finally:
             paused.kill(signal.SIGCONT)
         assert dropped is not None, "no write was refused while leadership was being handed over"
-        with trio.fail_after(10):
-            while True:  # the refused put never entered the log: no member has it
-                try:
-                    assert await client.get(dropped) is None
-                    break
-                except NoLeader:
-                    await trio.sleep(0.1)
+        # The refused put never entered the log: no member has it.
+        found = await accepted(lambda: client.get(dropped), refused=(NoLeader,), within=10, what="a read")
+        assert found is None
 
 
 async def _write_while_moving(on_leader: EtcdClient, target_id: int) -> bytes | None:
@@ -126,13 +120,13 @@ async def test_learner_is_added_promoted_once_caught_up_and_removed(
             await client.member_add([spare.peer_url], learner=True)
 
         await trio.to_thread.run_sync(lambda: cluster.start_joining(joining))
-        with trio.fail_after(30):
-            while True:
-                try:
-                    members = await client.member_promote(learner.id)
-                    break
-                except LearnerNotReady:
-                    await trio.sleep(0.2)
+        members = await accepted(
+            lambda: client.member_promote(learner.id),
+            refused=(LearnerNotReady,),
+            within=30,
+            every=0.2,
+            what="the learner's promotion",
+        )
         promoted = next(m for m in members if m.id == learner.id)
         assert not promoted.is_learner
         await trio.to_thread.run_sync(cluster.wait_healthy)

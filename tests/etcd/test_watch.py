@@ -13,6 +13,7 @@ import trio
 from supervisor.etcd import Compare, EtcdClient, EtcdError, Put, open_etcd_client
 from supervisor.etcd.watch import EventKind, WatchBatch, WatchCompacted, open_watch
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.poll import accepted
 
 
 @pytest.fixture(scope="module")
@@ -24,16 +25,15 @@ def cluster(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) ->
 async def create(client: EtcdClient, key: bytes, value: bytes) -> int:
     """Put a new key exactly once, through a leader election: a create-only transaction retried
     until etcd answers; if an earlier attempt did apply, the key's own revision is the answer."""
-    with trio.fail_after(30):
-        while True:
-            try:
-                result = await client.txn(compare=[Compare.version(key, "==", 0)], success=[Put(key, value)])
-                if result.succeeded:
-                    return result.revision
-                (kv,) = await client.range(key)
-                return kv.mod_revision
-            except EtcdError:
-                await trio.sleep(0.1)
+
+    async def once() -> int:
+        result = await client.txn(compare=[Compare.version(key, "==", 0)], success=[Put(key, value)])
+        if result.succeeded:
+            return result.revision
+        (kv,) = await client.range(key)
+        return kv.mod_revision
+
+    return await accepted(once, refused=(EtcdError,), within=30, what=f"creating {key!r}")
 
 
 async def collect(watch, until_revision: int, into: list[WatchBatch]) -> None:

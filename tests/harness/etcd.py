@@ -30,7 +30,7 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -377,10 +377,11 @@ class EtcdCluster:
         if member not in self.members:
             self.members.append(member)
         if wait:
-            wait_until(
+            until(
                 lambda: member.running and _port_open(member.client_port),
-                f"{member.name} listening",
-                on_timeout=member.log_tail,
+                within=30.0,
+                what=f"{member.name} listening",
+                details=member.log_tail,
             )
 
     def add_member(self, *, learner: bool = False) -> EtcdMember:
@@ -411,7 +412,7 @@ class EtcdCluster:
             running = self.running_members()
             return bool(running) and all(m.healthy() for m in running)
 
-        wait_until(all_healthy, "cluster healthy", timeout=timeout, on_timeout=self._logs)
+        until(all_healthy, within=timeout, what="cluster healthy", details=self._logs)
 
     def _logs(self) -> str:
         return "\n".join(
@@ -457,17 +458,6 @@ def _port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_until(
-    condition: Callable[[], object],
-    what: str,
-    *,
-    timeout: float = 30.0,
-    interval: float = 0.1,
-    on_timeout: Callable[[], str] | None = None,
-) -> None:
-    until(condition, within=timeout, every=interval, what=what, details=on_timeout)
 
 
 @contextmanager

@@ -154,6 +154,14 @@ def cached_etcd(minor: str) -> Path | None:
     return max(found, key=key) if found else None
 
 
+def built_etcd(minor: str) -> Path:
+    """`cached_etcd(minor)`, for require(): MissingComponent when none is built."""
+    found = cached_etcd(minor)
+    if found is None:
+        raise MissingComponent(f"no etcd {minor} in ~/.cache/etcd-supervisor/etcd (`make etcd-versions`)")
+    return found
+
+
 def _runtime_distributions(pyproject: Path) -> list[metadata.Distribution]:
     """The installed distributions of pyproject's dependencies (what ``pip install .`` in
     deploy/Dockerfile pulls in), transitively; extras left out."""

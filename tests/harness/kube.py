@@ -81,7 +81,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -94,6 +93,7 @@ import yaml
 
 from supervisor.pki import issue, new_ca
 from tests.harness.components import MissingComponent, require
+from tests.harness.poll import until
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS_DIR = REPO / "crds"
@@ -443,23 +443,25 @@ class KubeAPIServer:
 
     @staticmethod
     def _wait(ready: Any, proc: subprocess.Popen[bytes] | None, log: Path, what: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def up() -> bool:
             if proc is not None and proc.poll() is not None:
                 raise StartupError(f"{what} exited with {proc.returncode}:\n{_tail(log)}")
-            if ready():
-                return
-            time.sleep(0.25)
-        raise StartupError(f"{what} not ready after {timeout:.0f}s:\n{_tail(log)}")
+            return bool(ready())
+
+        try:
+            until(up, within=timeout, every=0.25, what=what)
+        except TimeoutError:
+            raise StartupError(f"{what} not ready after {timeout:.0f}s:\n{_tail(log)}") from None
 
     def restart(self) -> None:
         """Stop the API server and start it again on the same port and etcd."""
         _terminate(self._apiserver)
         self._apiserver = None
-        deadline = time.monotonic() + 30
-        # The port may linger for a moment after the old process is gone.
-        while not _port_bindable(self.port) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        # The port may linger for a moment after the old process is gone; if it lingers longer,
+        # the start below says why it fails.
+        with contextlib.suppress(TimeoutError):
+            until(lambda: _port_bindable(self.port), within=30, every=0.2, what=f"port {self.port} free")
         self._start_apiserver()
 
     def stop(self) -> None:

@@ -55,6 +55,7 @@ from tests.harness.kube import (
     _terminate,
     require_binaries,
 )
+from tests.harness.poll import until
 
 BUILD_SCRIPT = REPO / "tests" / "envtest" / "build-node.sh"
 ROOT = Path("/tmp/etcd-supervisor-e2e")
@@ -620,15 +621,18 @@ def _node_lock(timeout: float = 1200.0) -> Iterator[None]:
     """One node per machine (fixed paths, bridge, DNS address): a second test run waits here
     until the first one's node is gone. The kernel drops the lock if its holder dies."""
     with LOCK.open("w") as f:
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def locked() -> bool:
             try:
                 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise MissingComponent(f"another test run held the e2e node for {timeout:.0f}s") from None
-                time.sleep(1)
+                return False
+            return True
+
+        try:
+            until(locked, within=timeout, every=1, what="the e2e node's lock")
+        except TimeoutError:
+            raise MissingComponent(f"another test run held the e2e node for {timeout:.0f}s") from None
         yield
 
 

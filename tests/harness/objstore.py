@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from pathlib import Path
 import attrs
 
 from tests.harness.components import MissingComponent
+from tests.harness.poll import until
 
 FAKE_GCS_BUILD = Path(__file__).resolve().parents[1] / "stores" / "build-fake-gcs.sh"
 REGION = "us-east-1"
@@ -114,18 +114,22 @@ def _process(argv: list[str], log: Path, ready_url: str) -> Iterator[subprocess.
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"{proc.args} exited with {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             urllib.request.urlopen(url, timeout=1).read()
-            return
         except urllib.error.HTTPError:
-            return  # it answers
+            return True  # it answers
         except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{proc.args} did not answer {url} in 30 s: {log.read_text()[-2000:]}")
+            return False
+        return True
+
+    try:
+        until(answers, within=30, what=f"{url} answering")
+    except TimeoutError:
+        raise RuntimeError(f"{proc.args} did not answer {url} in 30 s: {log.read_text()[-2000:]}") from None
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """The one way tests wait for something to become true: read, check, sleep, until a time limit,
-then fail naming what was awaited and the last thing seen."""
+then fail naming what was awaited and the last thing seen. `eventually` for trio code, `until`
+for blocking code, `accepted` for a call that is refused (raises) until the cluster can take it."""
 
 from __future__ import annotations
 
@@ -32,6 +33,30 @@ async def eventually(
                 return last
             await trio.sleep(every)
     raise AssertionError(f"{what}: not reached within {within} s; last seen: {last!r}")
+
+
+async def accepted(
+    call: Callable[[], Awaitable[T]],
+    *,
+    refused: tuple[type[BaseException], ...],
+    within: float,
+    every: float = 0.1,
+    what: str = "the call",
+    fatal: tuple[type[BaseException], ...] = (),
+) -> T:
+    """The first answer of `call()` that is not refused with one of `refused`, asked every `every`
+    s; an error in `fatal` (or not in `refused`) is raised at once."""
+    last: BaseException | None = None
+    with trio.move_on_after(within):
+        while True:
+            try:
+                return await call()
+            except fatal:
+                raise
+            except refused as exc:
+                last = exc
+            await trio.sleep(every)
+    raise AssertionError(f"{what}: still refused after {within} s; last refusal: {last!r}")
 
 
 def until(

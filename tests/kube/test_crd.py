@@ -5,12 +5,12 @@ ValidatingAdmissionPolicy, and the scale/status subresources and printer columns
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 
 from tests.harness.kube import REPO, KubeAPIServer
+from tests.harness.poll import until
 
 ADMISSION = REPO / "deploy" / "admission"
 
@@ -35,13 +35,15 @@ def server(kube_crds: KubeAPIServer) -> KubeAPIServer:
     # A new policy is enforced once the admission plugin has compiled it: probe with a
     # server-side dry run (which passes through admission) until the warning shows.
     probe = manifest("probe", {"size": 2})
-    deadline = time.monotonic() + 60
-    while (
-        "Warning:"
-        not in kube_crds.kubectl("create", "--dry-run=server", "-n", "default", "-f", "-", input=probe).stderr
-    ):
-        assert time.monotonic() < deadline, "the even-size ValidatingAdmissionPolicy never took effect"
-        time.sleep(0.5)
+    until(
+        lambda: (
+            kube_crds.kubectl("create", "--dry-run=server", "-n", "default", "-f", "-", input=probe).stderr
+        ),
+        lambda stderr: "Warning:" in stderr,
+        within=60,
+        every=0.5,
+        what="the even-size ValidatingAdmissionPolicy in effect",
+    )
     return kube_crds
 
 

@@ -16,6 +16,7 @@ from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.watch import ClusterEvent, EventType
 from supervisor.metrics.http import Endpoints, Readiness, serve_endpoints
 from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
+from tests.harness.poll import eventually
 
 
 async def http_get(port: int, path: str) -> tuple[int, str]:
@@ -89,14 +90,15 @@ async def test_operator_leader_and_standby_are_ready_and_only_the_leader_acts(
         # A passive replica is ready too: wait until a holds the lease, then until it is ready.
         lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/leases/{lease}"
         async with open_kube_client(str(kube_apiserver.kubeconfig)) as admin:
-            with trio.fail_after(30):
-                while ((await admin.get_or_none(lease_path)) or {}).get("spec", {}).get(
-                    "holderIdentity"
-                ) != "a":
-                    await trio.sleep(0.1)
-        with trio.fail_after(30):
-            while (await http_get(port_a, "/readyz"))[0] != 200:
-                await trio.sleep(0.1)
+            await eventually(
+                lambda: admin.get_or_none(lease_path),
+                lambda lease: (lease or {}).get("spec", {}).get("holderIdentity") == "a",
+                within=30,
+                what="a holding the lease",
+            )
+        await eventually(
+            lambda: http_get(port_a, "/readyz"), lambda answer: answer[0] == 200, within=30, what="a ready"
+        )
         port_b = await nursery.start(
             lambda task_status: run_operator(
                 serve_clusters=serve_clusters_for("b"),
@@ -121,9 +123,7 @@ async def test_operator_leader_and_standby_are_ready_and_only_the_leader_acts(
                     "spec": {},
                 },
             )
-        with trio.fail_after(20):
-            while not seen["a"]:
-                await trio.sleep(0.05)
+        await eventually(lambda: seen["a"], within=20, every=0.05, what="a's first event")
         event = seen["a"][0]
         assert (event.ref.namespace, event.ref.name, event.type) == (kube_namespace, "op", EventType.ADDED)
         assert not event.deleting

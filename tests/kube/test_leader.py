@@ -48,10 +48,6 @@ class LeadingBody:
             raise
 
 
-async def wait_until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    await eventually(predicate, within=timeout, every=0.05)
-
-
 async def test_a_second_replica_stays_passive_until_the_first_releases(
     kube_apiserver: KubeAPIServer, operator_kubeconfig: Path
 ) -> None:
@@ -71,7 +67,7 @@ async def test_a_second_replica_stays_passive_until_the_first_releases(
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.run, body_a)
-            await wait_until(lambda: leading == ["a"], 20)
+            await eventually(lambda: leading == ["a"], within=20, every=0.05)
             nursery.start_soon(b.run, body_b)
             # Longer than a lease duration: only renewals keep b out.
             await trio.sleep(5.0)
@@ -79,9 +75,7 @@ async def test_a_second_replica_stays_passive_until_the_first_releases(
             assert (await admin.get(lease_path(lease)))["spec"]["holderIdentity"] == "a"
 
             release_a.set()  # a's body returns: a releases the lease, b takes over at once
-            with trio.fail_after(2.0):
-                while leading != ["a", "b"]:
-                    await trio.sleep(0.05)
+            await eventually(lambda: leading == ["a", "b"], within=2.0, every=0.05, what="b leading after a")
             assert not a.is_leader and b.is_leader
             spec = (await admin.get(lease_path(lease)))["spec"]
             assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
@@ -100,7 +94,7 @@ async def test_losing_the_lease_to_another_holder_cancels_the_body_at_once(
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.run, body)
-            await wait_until(lambda: body.started, 20)
+            await eventually(lambda: body.started, within=20, every=0.05)
 
             # Another holder takes the lease over (as a replica with a skewed view might).
             obj = await admin.get(lease_path(lease))
@@ -108,13 +102,13 @@ async def test_losing_the_lease_to_another_holder_cancels_the_body_at_once(
             obj["spec"].update(holderIdentity="intruder", renewTime=now, acquireTime=now)
             await admin.replace(lease_path(lease), obj)
             taken = trio.current_time()
-            await wait_until(lambda: body.cancelled, 5)
+            await eventually(lambda: body.cancelled, within=5, every=0.05)
             # Within one renewal period (plus the machine's noise), not a lease duration.
             assert body.cancelled[0] - taken < 0.4 + 1.0
             assert not a.is_leader and a.statistics().losses == 1
 
             # The intruder never renews: after a lease duration, a leads again.
-            await wait_until(lambda: len(body.started) == 2, 15)
+            await eventually(lambda: len(body.started) == 2, within=15, every=0.05)
             assert a.statistics().acquisitions == 2
             nursery.cancel_scope.cancel()
 
@@ -130,10 +124,10 @@ async def test_renewals_failing_past_the_deadline_cancel_the_body(
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(a.run, body)
-            await wait_until(lambda: body.started, 20)
+            await eventually(lambda: body.started, within=20, every=0.05)
             await trio.to_thread.run_sync(server.stop)
             stopped = trio.current_time()
-            await wait_until(lambda: body.cancelled, 10)
+            await eventually(lambda: body.cancelled, within=10, every=0.05)
             # No renewal can succeed: lost once the renew deadline (2s) has passed, no later.
             assert body.cancelled[0] - stopped <= 2.0 + 1.0
             assert not a.is_leader

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -33,7 +32,7 @@ from supervisor.kube.leader import LeaderElectionConfig
 from supervisor.kube.operator import run_operator
 from tests.harness.kube import OPERATOR_NAMESPACE, KubeAPIServer
 from tests.harness.kubelet import Kubelet, open_kubelet
-from tests.harness.poll import eventually
+from tests.harness.poll import eventually, until
 
 pytestmark = pytest.mark.slow
 
@@ -196,9 +195,13 @@ async def test_deleting_the_cluster_follows_its_reclaim_policy(
         )
         await wait_for(admin, path, healthy(1), timeout=60)
         await admin.delete(path)
-        with trio.fail_after(60):
-            while await admin.get_or_none(path) is not None:  # the finalizer is released
-                await trio.sleep(0.3)
+        await eventually(  # the finalizer is released
+            lambda: admin.get_or_none(path),
+            lambda obj: obj is None,
+            within=60,
+            every=0.3,
+            what=f"{path} gone",
+        )
         claims = await admin.get(m.core_path(ns, "persistentvolumeclaims"))
         names = [c["metadata"]["name"] for c in claims["items"] if not c["metadata"].get("deletionTimestamp")]
         assert names == ([m.volume_claim_name("gone-0")] if policy == "Retain" else [])
@@ -248,12 +251,20 @@ def test_the_run_command_serves_health_and_acts_as_the_service_account(
     try:
         body = cluster_body("cli", ns, {"size": 1, "security": {"tls": {"enabled": False}}})
         kube_crds.kubectl("apply", "-f", "-", input=json.dumps(body))
-        deadline = time.monotonic() + 60
-        pod = None
-        while time.monotonic() < deadline and pod is None:
-            listing = kube_crds.get_json("pods", namespace=ns)
-            pod = next((p for p in listing["items"] if p["metadata"]["name"] == "cli-0"), None)
-            time.sleep(0.3)
+        pod = until(
+            lambda: next(
+                (
+                    p
+                    for p in kube_crds.get_json("pods", namespace=ns)["items"]
+                    if p["metadata"]["name"] == "cli-0"
+                ),
+                None,
+            ),
+            lambda found: found is not None,
+            within=60,
+            every=0.3,
+            what="the seed pod",
+        )
         assert pod is not None, "the seed pod was never created"
         for path in ("/healthz", "/readyz"):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:

@@ -28,6 +28,7 @@ from supervisor.kube.snapshot_pods import snapshot_pod_labels
 from supervisor.kube.snapshots import SnapshotPodFailed, open_snapshot_pod, wait_for_pod
 from supervisor.kube.status import KubeEventSink
 from tests.harness.kube import KubeAPIServer
+from tests.harness.poll import eventually
 from tests.kube.clients import clients
 
 pytestmark = pytest.mark.slow
@@ -208,14 +209,10 @@ async def test_watch_members_reports_pod_and_claim_changes(
             await nursery.start(lambda task_status: runtime.run(namespaces=[ns], task_status=task_status))
             urls = await runtime.allocate_member(ref, "beta-0", ClusterSpec(tls_enabled=False))
             await runtime.start_member(launch_for(ref, "beta-0", urls, ClusterSpec(tls_enabled=False)))
-            with trio.fail_after(20):
-                while "beta-0" not in changed:
-                    await trio.sleep(0.05)
+            await eventually(lambda: "beta-0" in changed, within=20, every=0.05, what="beta-0 changed")
             changed.clear()
             await play_kubelet(admin, ns, "beta-0", phase="Running", ready=True)
-            with trio.fail_after(20):
-                while "beta-0" not in changed:
-                    await trio.sleep(0.05)
+            await eventually(lambda: "beta-0" in changed, within=20, every=0.05, what="beta-0 changed")
             unsubscribe()
             changed.clear()
             await runtime.stop_member(ref, "beta-0")
@@ -484,9 +481,13 @@ async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
         path = m.core_path(ns, "pods", "early-1")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(runtime.start_member, learner)
-            with trio.fail_after(5):  # the wait for the gate lasts warm.WARM_SETUP (10 s)
-                while warm.is_warm(pod := await admin.get(path)):
-                    await trio.sleep(0.05)
+            pod = await eventually(  # the wait for the gate lasts warm.WARM_SETUP (10 s)
+                lambda: admin.get(path),
+                lambda pod: not warm.is_warm(pod),
+                within=5,
+                every=0.05,
+                what="a cold pod",
+            )
             nursery.cancel_scope.cancel()
         assert pod["metadata"]["labels"] == m.member_labels(ref, "early-1")
         assert not (pod.get("status") or {}).get("podIP")
@@ -514,9 +515,9 @@ async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_o
         path = m.core_path(ns, "pods", "nudged-0")
         binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "nudged-0"}}
         await admin.create(f"{path}/binding", {**binding, "target": {"kind": "Node", "name": "node-a"}})
-        with trio.fail_after(5):
-            while nudges(pod := await admin.get(path)) is None:
-                await trio.sleep(0.05)
+        pod = await eventually(
+            lambda: admin.get(path), lambda pod: nudges(pod) is not None, within=5, every=0.05, what="a nudge"
+        )
         assert nudges(pod) == "1"
         pod["status"] = {**(pod.get("status") or {}), "podIP": "10.0.0.9", "podIPs": [{"ip": "10.0.0.9"}]}
         await admin.replace(f"{path}/status", pod)
@@ -611,6 +612,7 @@ async def test_a_member_whose_objects_are_terminating_is_listed_as_being_deleted
 
 
 async def wait_until_listed(runtime: KubeRuntime, ref: ClusterRef, names: list[str]) -> None:
-    with trio.fail_after(10):
-        while [r.name for r in await runtime.list_members(ref)] != names:
-            await trio.sleep(0.1)
+    async def listed() -> list[str]:
+        return [r.name for r in await runtime.list_members(ref)]
+
+    await eventually(listed, lambda listing: listing == names, within=10, what=f"members {names}")

@@ -118,10 +118,10 @@ async def etcdctl(
 
 async def wait_healthy(endpoint: str, *, tls: TlsFiles | None = None, within: float = 20) -> None:
     """etcd answers a put only once it has a leader and serves; RUNNING means just 'listening'."""
-    with trio.move_on_after(within):
-        while True:
-            result = await etcdctl(endpoint, "endpoint", "health", tls=tls, check=False)
-            if result.returncode == 0:
-                return
-            await trio.sleep(0.2)
-    raise AssertionError(f"{endpoint} not healthy within {within} s")
+    await eventually(
+        lambda: etcdctl(endpoint, "endpoint", "health", tls=tls, check=False),
+        lambda result: result.returncode == 0,
+        within=within,
+        every=0.2,
+        what=f"{endpoint} healthy",
+    )

@@ -17,6 +17,7 @@ from actors.model import ClusterRef, MemberLaunch, ProcessState
 from supervisor.local import open_local_runtime
 from supervisor.local.processes import pid_is_alive
 from supervisor.local.runtime import StateDirInUse
+from tests.harness.poll import eventually
 
 from .conftest import CLUSTER, PLAIN, etcdctl, member, start_seed, wait_healthy, wait_member, wait_running
 
@@ -254,12 +255,14 @@ async def test_a_learner_joins_with_initial_state_existing(runtime) -> None:
     await wait_running(runtime, "demo-1")
     listed = await etcdctl(seed.urls.client_url, "member", "list", "-w", "json")
     (learner,) = [m for m in json.loads(listed.stdout)["members"] if m.get("isLearner")]
-    with trio.fail_after(20):
-        while True:  # refused until the learner has caught up
-            promote = ["member", "promote", f"{learner['ID']:x}"]
-            if (await etcdctl(seed.urls.client_url, *promote, check=False)).returncode == 0:
-                break
-            await trio.sleep(0.2)
+    promote = ["member", "promote", f"{learner['ID']:x}"]
+    await eventually(  # refused until the learner has caught up
+        lambda: etcdctl(seed.urls.client_url, *promote, check=False),
+        lambda result: result.returncode == 0,
+        within=20,
+        every=0.2,
+        what="the learner's promotion",
+    )
     await wait_healthy(urls.client_url)
     listed = await etcdctl(urls.client_url, "member", "list", "-w", "json")
     assert sorted(m.get("name", "") for m in json.loads(listed.stdout)["members"]) == ["demo-0", "demo-1"]

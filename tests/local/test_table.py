@@ -8,6 +8,7 @@ import trio
 
 from actors.model import ClusterRef, ClusterStatus, Condition, MemberStatus, Phase, Role
 from supervisor.local.table import CLEAR_AND_HOME, StatusBoard, render_status_table
+from tests.harness.poll import eventually
 
 DEMO = ClusterRef("default", "demo")
 OTHER = ClusterRef("apps", "cache")
@@ -81,9 +82,9 @@ async def test_board_redraws_in_place_on_a_tty_and_rate_limits() -> None:
         nursery.start_soon(board.run)
         board.update({DEMO: ClusterStatus(phase=Phase.SCALING)})  # within the interval: pending
         assert out.getvalue().count(CLEAR_AND_HOME) == draws
-        with trio.fail_after(2):
-            while out.getvalue().count(CLEAR_AND_HOME) == draws:
-                await trio.sleep(0.02)
+        await eventually(
+            lambda: out.getvalue().count(CLEAR_AND_HOME) != draws, within=2, every=0.02, what="a new drawing"
+        )
         assert "Scaling" in out.getvalue().rsplit(CLEAR_AND_HOME, 1)[1]
         nursery.cancel_scope.cancel()
 

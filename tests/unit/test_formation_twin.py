@@ -1,4 +1,4 @@
-"""The bench's like-for-like reference (tests/e2e/formation.twin_members): the operator's own
+"""The bench's like-for-like reference (tests/harness/formation.twin_members): the operator's own
 member pods, started at once, that no operator takes for its members."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from actors.codec import parse_spec
 from actors.model import ClusterRef, MemberLaunch
 from supervisor.kube import manifests as m
-from tests.e2e.formation import STATIC_LABELS, STATIC_NAMES, etcd_cluster, twin_members
+from tests.harness.formation import STATIC_LABELS, STATIC_NAMES, etcd_cluster, twin_members
 
 
 def by_kind(objects: list[dict], kind: str) -> list[dict]:

@@ -1,6 +1,6 @@
 """What the e2e tests and bench/bench_formation.py share: the reference (three static etcd
 pods), the operator as a host process, forming an EtcdCluster, and timing both by watching
-the API server (tests/e2e/watch.py).
+the API server (tests/harness/watch.py).
 """
 
 from __future__ import annotations
@@ -27,23 +27,19 @@ from actors.codec import parse_spec
 from actors.model import MemberLaunch
 from supervisor.kube import manifests as m
 from supervisor.kube.tls import generate_cluster_tls
-from tests.e2e.cluster import Cluster
-from tests.e2e.watch import KubectlWatch
 from tests.harness import images
+from tests.harness.cluster import Cluster
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from tests.harness.poll import until
+from tests.harness.watch import KubectlWatch
 
 # Filled as the tests run; the operator test divides by the static pods' time.
 TIMINGS: dict[str, float] = {}
 
 
 def wait_for(what: str, check: Any, timeout: float, poll: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    """The first truthy `check()`; TimeoutError naming `what` after `timeout` s."""
+    return until(check, within=timeout, every=poll, what=what)
 
 
 def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
@@ -295,7 +291,7 @@ def form_cluster(
 ) -> tuple[float, dict[str, Any]]:
     """Apply a 3-member EtcdCluster; until Running. Returns (seconds, every pod seen by uid).
 
-    Both are watched (tests/e2e/watch.py), so the time is when the API server showed Running."""
+    Both are watched (tests/harness/watch.py), so the time is when the API server showed Running."""
     selector = f"{m.LABEL_INSTANCE}={name},{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
     cluster_args = ["etcdclusters", "-n", namespace, f"--field-selector=metadata.name={name}"]
     pod_args = ["pods", "-n", namespace, "-l", selector]
