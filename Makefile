@@ -88,8 +88,15 @@ etcd-default:
 	@tests/envtest/build-etcd.sh $(DEFAULT_ETCD) >/dev/null \
 	  || echo "etcd $(DEFAULT_ETCD) not built (Go missing?): the local runtime cannot start members of that version"
 
+# The suite on TEST_WORKERS pytest-xdist workers: tests that need one session-wide component (the
+# e2e node, the kube tier's API server, the object-store servers) share the one worker that starts
+# it, any other test groups with its module, and the long groups go out first
+# (tests/harness/parallel.py). TEST_WORKERS=0 runs it in this one process, in file order.
+TEST_WORKERS ?= 3
+PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+
 test: setup
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests: failing loudly"; exit 1; fi; exit $$rc
 
 test-unit: install

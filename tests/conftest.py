@@ -1,5 +1,7 @@
 """Session-wide real components that several test tiers share: one S3-compatible server (moto)
-and one GCS-compatible server (fake-gcs-server) per test session, stopped at its end."""
+and one GCS-compatible server (fake-gcs-server) per test session, stopped at its end; and, when
+the suite runs on several xdist workers (`make test`), which tests share a worker
+(tests/harness/parallel.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tests.harness.objstore import (
     open_fake_gcs_server,
     open_moto_server,
 )
+from tests.harness.parallel import dispatch_rank, group_of
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +33,18 @@ def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
     require("fake-gcs-server", fake_gcs_binary)
     with open_fake_gcs_server(tmp_path_factory.mktemp("fake-gcs")) as server:
         yield server
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
+        return  # a plain run keeps the files' order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group_of(item.fixturenames, item.nodeid.split("::")[0])))
+    # Longest groups first: sorted() is stable, so each group keeps its tests' order.
+    items.sort(key=lambda item: dispatch_rank(_group(item)))
+
+
+def _group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker else ""

@@ -1,0 +1,48 @@
+"""How `make test` spreads the suite over pytest-xdist workers without duplicating a component.
+
+A session-wide component (the e2e node, the kube tier's API server, the object-store servers)
+is a session fixture, and xdist gives every worker a session of its own: a test needing one of
+them must run on the one worker that starts it. So every test gets an `xdist_group`:
+
+- the component it needs, read from its fixture closure (transitive: a test asking for
+  `kube_namespace` needs `kube_apiserver`), heaviest first: one node, one API server, one
+  moto + fake-gcs pair for the tiers that need no node;
+- otherwise its module, so module-scoped etcd clusters start once, not once per worker.
+
+Groups are handed out longest first (`--dist loadgroup` sends a worker one group at a time), so
+the node's and the API server's long groups start at once instead of after the quick ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Which fixture marks a test as needing which shared component, heaviest first: a test needing
+# several runs where the heaviest is (the e2e disaster-recovery test needs the node and S3).
+COMPONENTS = (
+    ("e2e_cluster", "node"),
+    ("kube_apiserver", "apiserver"),
+    ("s3_server", "objstore"),
+    ("gcs_server", "objstore"),
+)
+
+# The order groups are handed out in: what takes longest first. Tiers without a shared
+# component but with long tests (real etcd clusters under faults) come next, then the rest.
+_FIRST = ("node", "apiserver", "tests/chaos/", "objstore", "tests/e2e/")
+
+
+def group_of(fixturenames: Iterable[str], module: str) -> str:
+    """The xdist group of a test: the shared component it needs, else its module's path."""
+    needed = set(fixturenames)
+    for fixture, component in COMPONENTS:
+        if fixture in needed:
+            return component
+    return module
+
+
+def dispatch_rank(group: str) -> int:
+    """Where a group goes in the hand-out order: lower first."""
+    for rank, prefix in enumerate(_FIRST):
+        if group == prefix or group.startswith(prefix):
+            return rank
+    return len(_FIRST)
