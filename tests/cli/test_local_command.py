@@ -54,13 +54,11 @@ def start(file: Path, state: Path) -> subprocess.Popen:
 def etcdctl(status: dict, *args: str) -> str:
     endpoints = ",".join(m["clientURL"] for m in status["members"])
     etcdctl_bin = Path(sys.executable).parent / "etcdctl"
-    return subprocess.run(
-        [str(etcdctl_bin), f"--endpoints={endpoints}", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
+    done = subprocess.run(
+        [str(etcdctl_bin), f"--endpoints={endpoints}", *args], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, f"etcdctl {' '.join(args)}: {done.stderr.strip()}"
+    return done.stdout
 
 
 def test_the_local_command_follows_its_file_and_resumes_after_a_graceful_stop(tmp_path):
@@ -109,10 +107,18 @@ def test_the_local_command_follows_its_file_and_resumes_after_a_graceful_stop(tm
     ]
     assert audit.count("LearnerPromoted") == 2
 
-    # Running it again resumes the same members from their data.
+    # Running it again resumes the same members from their data. The status the first daemon
+    # left on disk stands until the new one has heard from every member, so the new daemon's own
+    # status is the one whose members are its new processes.
+    stopped_pids = {m.get("pid") for m in status_of(state, "alpha")["members"]} - {None}
     daemon = start(file, state)
     try:
-        again = wait_status(state, "alpha", lambda s: healthy(3)(s) and s != alpha, timeout=60)
+        again = wait_status(
+            state,
+            "alpha",
+            lambda s: healthy(3)(s) and not stopped_pids & {m.get("pid") for m in s["members"]},
+            timeout=60,
+        )
         assert {m["id"] for m in again["members"]} == {m["id"] for m in alpha["members"]}
         assert etcdctl(again, "get", "greeting", "--print-value-only").strip() == "hello"
     finally:
