@@ -93,6 +93,11 @@ def issue(
     return KeyPair(cert=builder.sign(ca.key, hashes.SHA256()), key=key)
 
 
+def dates(cert: x509.Certificate) -> tuple[float, float]:
+    """(when it was signed, when it expires) in unix seconds: notBefore less the backdating."""
+    return (cert.not_valid_before_utc + BACKDATE).timestamp(), cert.not_valid_after_utc.timestamp()
+
+
 def reissue(
     ca: KeyPair, leaf: x509.Certificate, *, now: dt.datetime, lifetime: dt.timedelta
 ) -> x509.Certificate:

@@ -21,7 +21,7 @@ from typing import Any
 
 from attrs import frozen
 
-from actors.model import KIND, ClusterSpec
+from actors.model import KIND, CertificatesSpec, ClusterSpec
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_conflict
 from supervisor.kube.tls import generate_cluster_tls
@@ -80,9 +80,14 @@ def disruption_budget() -> ClusterObject:
     )
 
 
-def tls_secret(*, cluster_domain: str, now: Callable[[], dt.datetime]) -> ClusterObject:
+def tls_secret(
+    *, cluster_domain: str, now: Callable[[], dt.datetime], certificates: CertificatesSpec | None = None
+) -> ClusterObject:
     def material(owner: m.Owner) -> Mapping[str, str]:
-        return generate_cluster_tls(owner.ref, now=now(), cluster_domain=cluster_domain).secret_data()
+        made = generate_cluster_tls(
+            owner.ref, now=now(), cluster_domain=cluster_domain, certificates=certificates
+        )
+        return made.secret_data()
 
     return ClusterObject(
         "TLS Secret",
@@ -98,7 +103,7 @@ def cluster_objects(
     """The objects a cluster of this spec has besides its members."""
     out = [peer_service(), client_service(), disruption_budget()]
     if spec.tls_enabled:
-        out.append(tls_secret(cluster_domain=cluster_domain, now=now))
+        out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
     return out
 
 

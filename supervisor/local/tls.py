@@ -123,9 +123,7 @@ def _leaves(layout: ClusterLayout) -> dict[str, Path]:
 
 
 def _certificate(name: str, path: Path) -> Certificate:
-    cert = x509.load_pem_x509_certificate(path.read_bytes())
-    issued = cert.not_valid_before_utc + pki.BACKDATE
-    return Certificate(name, issued.timestamp(), cert.not_valid_after_utc.timestamp())
+    return Certificate(name, *pki.dates(x509.load_pem_x509_certificate(path.read_bytes())))
 
 
 def _issuer(ca: TlsFiles) -> pki.KeyPair:
