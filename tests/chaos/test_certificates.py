@@ -9,8 +9,6 @@ handshake with each member's client and peer listener shows the renewed certific
 from __future__ import annotations
 
 import datetime as dt
-import socket
-import ssl
 import time
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, o
 from tests.harness.etcd_versions import built_or_skip, pinned
 from tests.harness.history import KvWorkload
 from tests.harness.procs import etcd_pids_under
+from tests.harness.served_cert import served_not_after
 
 SHORT = CertificatesSpec(validity="40s", renew_before="25s")
 RENEWALS = 3
@@ -57,18 +56,9 @@ def not_after(path: Path) -> dt.datetime:
     return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc
 
 
-def served_not_after(url: str, tls: TlsFiles) -> dt.datetime:
-    """The notAfter of the certificate a listener presents on a new handshake (blocking)."""
+def served_not_after_url(url: str, tls: TlsFiles) -> dt.datetime:
     host, port = url.removeprefix("https://").rsplit(":", 1)
-    context = ssl.create_default_context(cafile=str(tls.ca_file))
-    context.load_cert_chain(*map(str, tls.pair()))
-    with (
-        socket.create_connection((host, int(port)), timeout=5) as raw,
-        context.wrap_socket(raw, server_hostname=host) as conn,
-    ):
-        der = conn.getpeercert(binary_form=True)
-    assert der is not None
-    return x509.load_der_x509_certificate(der).not_valid_after_utc
+    return served_not_after(host, int(port), *(p for p in (tls.ca_file, *tls.pair()) if p is not None))
 
 
 def renewals(sup: LocalSupervisor, ref: ClusterRef) -> list[str]:
@@ -133,7 +123,7 @@ async def test_leaves_are_renewed_again_and_again_under_load_without_a_restart_o
                     member_cert = tmp_path / "default" / "demo" / "members" / m.name / "tls" / "member.crt"
                     on_disk = not_after(member_cert)
                     for url in (m.client_url, m.peer_url):
-                        assert await trio.to_thread.run_sync(served_not_after, url, tls) == on_disk
+                        assert await trio.to_thread.run_sync(served_not_after_url, url, tls) == on_disk
                 await workload.wait_for_more(50)
             nursery.cancel_scope.cancel()
 
