@@ -60,22 +60,30 @@ class TlsReport:
 ALONG_SHARE = 0.1
 
 
+def _renewable(state: CertificateState) -> list[Certificate]:
+    # A leaf that already lives as long as its CA gains nothing from a renewal (pki.reissue never
+    # signs past the CA): only a new CA helps, and CertificatesValid says so (CAExpiring).
+    return [c for c in state.leaves if c.not_after < state.ca.not_after]
+
+
 def due(state: CertificateState, spec: CertificatesSpec, now: float) -> tuple[str, ...]:
-    """The leaves to renew now: none while no leaf has less than renewBefore left (or expired);
-    else those, and the ones due within ALONG_SHARE of validity."""
+    """The leaves to renew now: none while every leaf has more than renewBefore left; else the
+    ones at renewBefore or less (or expired), and those due within ALONG_SHARE of validity."""
     left = spec.renew_before_seconds
-    if not any(c.not_after - now < left for c in state.leaves):
+    renewable = _renewable(state)
+    if not any(c.not_after - now <= left for c in renewable):
         return ()
     along = left + ALONG_SHARE * spec.validity_seconds
-    return tuple(c.name for c in state.leaves if c.not_after - now < along)
+    return tuple(c.name for c in renewable if c.not_after - now <= along)
 
 
 def seconds_until_due(state: CertificateState, spec: CertificatesSpec, now: float) -> float:
-    """How long until the earliest leaf is due (0: now), at most LONGEST_SLEEP."""
-    earliest = state.earliest_leaf()
-    if earliest is None:
+    """How long until the earliest renewable leaf is due (0: now), at most LONGEST_SLEEP."""
+    renewable = _renewable(state)
+    if not renewable:
         return LONGEST_SLEEP
-    return min(LONGEST_SLEEP, max(0.0, earliest.not_after - spec.renew_before_seconds - now))
+    earliest = min(c.not_after for c in renewable)
+    return min(LONGEST_SLEEP, max(0.0, earliest - spec.renew_before_seconds - now))
 
 
 def tls_status(report: TlsReport) -> TlsStatus:
@@ -105,14 +113,8 @@ def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float
         what = ", ".join(expired)
         why = f": renewal failed: {report.failure}" if report.failure else "; renewing"
         return Condition(CONDITION, "False", "CertificateExpired", f"expired: {what}{why}")
-    pending = due(state, spec, now)
-    if pending and report.failure:
-        return Condition(
-            CONDITION,
-            "False",
-            "RenewalFailed",
-            f"{', '.join(pending)} due for renewal, which failed: {report.failure}",
-        )
+    if report.failure:  # the child renews only what is due: a failure is a due leaf not renewed
+        return Condition(CONDITION, "False", "RenewalFailed", f"renewal failed: {report.failure}")
     if state.ca.not_after - now < spec.renew_before_seconds:
         return Condition(
             CONDITION,

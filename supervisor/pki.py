@@ -107,6 +107,8 @@ def reissue(
     that loads the pair at any moment (etcd at each handshake reads the certificate and the key
     as two files) gets either the old or the new certificate, each matching the key it reads.
     """
+    # Never past the CA's own end: a chain is only as good as its shortest link.
+    lifetime = min(lifetime, ca.cert.not_valid_after_utc - now)
     builder = _builder(leaf.subject, ca.cert.subject, leaf.public_key(), now=now, lifetime=lifetime)  # type: ignore[arg-type]
     for extension in leaf.extensions:
         builder = builder.add_extension(extension.value, critical=extension.critical)

@@ -44,6 +44,16 @@ def test_leaves_nearly_due_are_renewed_with_a_due_one_to_stay_in_step() -> None:
     assert due(state(("demo-0", 35 * DAY)), SPEC, NOW) == ()
 
 
+def test_a_leaf_that_lives_as_long_as_its_ca_is_not_renewed_again_and_again() -> None:
+    # The CA ends in 10 days: a renewal cannot give more (pki.reissue stops at the CA's end).
+    ca = Certificate("ca", NOW - DAY, NOW + 10 * DAY)
+    held = state(("demo-0", 10 * DAY), ("client", 5 * DAY), ca=ca)
+    assert due(held, SPEC, NOW) == ("client",)
+    at_the_end = state(("demo-0", 10 * DAY), ca=ca)
+    assert due(at_the_end, SPEC, NOW) == ()
+    assert seconds_until_due(at_the_end, SPEC, NOW) == LONGEST_SLEEP
+
+
 def test_an_expired_leaf_is_due_at_once() -> None:
     # The supervisor was down longer than the leaf's life: renewed as soon as it looks.
     held = state(("demo-0", -5 * DAY))
@@ -94,7 +104,7 @@ def test_valid_certificates_are_true() -> None:
         (
             TlsReport(state(("demo-0", 10 * DAY)), failure="permission denied"),
             "RenewalFailed",
-            "demo-0 due for renewal, which failed: permission denied",
+            "renewal failed: permission denied",
         ),
         (
             TlsReport(state(("demo-0", 60 * DAY), ca=Certificate("ca", NOW - DAY, NOW + 20 * DAY))),

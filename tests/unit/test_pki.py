@@ -130,3 +130,6 @@ def test_a_reissued_leaf_keeps_its_key_names_and_usages_for_a_new_life(
     assert renewed.subject == member.cert.subject
     assert list(renewed.extensions) == list(member.cert.extensions)
     renewed.verify_directly_issued_by(ca.cert)
+    # Never past the CA (10 days from NOW here).
+    capped = pki.reissue(ca, member.cert, now=later, lifetime=30 * DAY)
+    assert capped.not_valid_after_utc == ca.cert.not_valid_after_utc
