@@ -2,7 +2,8 @@
 
 It reads the cluster's certificates through the platform's `CertificateStore`, renews the leaves
 actors/certificates.py says are due (with the spec's validity), records a `CertificatesRenewed`
-Event per renewal, and reports what it read in `ServiceReports.tls` for status.tls and the
+Event per renewal (a warning `CertificatesRenewalFailed` when the store refuses, once per
+streak), and reports what it read in `ServiceReports.tls` for status.tls and the
 CertificatesValid condition. It sleeps until the earliest leaf is due (at most a minute), so a
 supervisor that was down longer than a leaf's life renews it as soon as the cluster starts.
 Nothing restarts: etcd reads its key pair at each TLS handshake, and the store swaps the files
@@ -56,6 +57,7 @@ class Renewal:
                 await self._store.renew(self._context.ref, names, spec.certificates.validity_seconds)
             except CertificatesRefused as e:
                 failure = str(e)
+                await self._refused(failure)
             else:
                 self._last_rotation = LastRotation(RotationKind.LEAF, self._clock())
                 state = await self._store.read(self._context.ref) or state
@@ -73,6 +75,14 @@ class Renewal:
             reason="CertificatesRenewed",
             message=f"renewed {', '.join(names)} with the same CA; the earliest leaf now expires {when}",
         )
+
+    async def _refused(self, failure: str) -> None:
+        # One warning Event per streak of refusals (retried every RETRY_AFTER), not one per try.
+        previous = self._context.reports.tls
+        if previous is None or not previous.failure:
+            await self._context.ports.events.record(
+                self._context.ref, reason="CertificatesRenewalFailed", message=failure, warning=True
+            )
 
     def _report(self, report: TlsReport) -> None:
         reports = self._context.reports

@@ -47,6 +47,8 @@ EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
     "DeltaBackupVerified": ("delta_verification", "succeeded"),
     "DeltaVerificationFailed": ("delta_verification", "failed"),
     "DeltaVerificationSkipped": ("delta_verification", "skipped"),
+    "CertificatesRenewed": ("certificate_renewal", "succeeded"),
+    "CertificatesRenewalFailed": ("certificate_renewal", "failed"),
 }
 
 BACKUP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)

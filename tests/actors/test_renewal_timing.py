@@ -76,6 +76,8 @@ async def test_leaves_are_renewed_in_step_and_a_refusal_is_reported_then_healed(
         store.refuse = False
         await trio.sleep(10)
         assert refused == 3 and len(store.renewed) == 4
+        failed = [m for _, r, m in world.events if r == "CertificatesRenewalFailed"]
+        assert failed == ["tls/ is read-only"]  # one Event for the four refused tries
     # (The condition is judged at the real wall clock, which the virtual one does not move: an
     # expiry shows in tests/unit/test_certificates.py and on real etcd in tests/chaos.)
     reasons = [reason for _, reason in certificates_valid(world)]

@@ -47,6 +47,8 @@ def test_event_reasons_name_operations_and_results() -> None:
     assert operation_of("AddLearnerFailed") == ("AddLearner", "failed")
     assert operation_of("BackupFailed") == ("backup", "failed")
     assert operation_of("DeltaVerificationFailed") == ("delta_verification", "failed")
+    assert operation_of("CertificatesRenewed") == ("certificate_renewal", "succeeded")
+    assert operation_of("CertificatesRenewalFailed") == ("certificate_renewal", "failed")
     assert operation_of("PhaseRunning") is None
     assert operation_of("LeaderMoved") == ("MoveLeader", "succeeded")  # not MoveLeaderToDefrag
     assert operation_of("MemberDefragmented") == ("DefragMember", "succeeded")
