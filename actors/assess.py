@@ -33,6 +33,7 @@ def assess(
     step: Step | None,
     now: float,
     previous_conditions: tuple[Condition, ...] = (),
+    previous_version: str = "",
     problem: str | None = None,
     backup: BackupReport | None = None,
     wall_clock: float | None = None,
@@ -77,7 +78,9 @@ def assess(
         message=message,
         backup=(backup.status if backup else BackupStatus()) if spec.backup is not None else None,
         last_recovery=last_recovery,
-        version=cluster_version(statuses, observed),
+        # Unknown for a moment (no answer yet from the leader, a member restarting) is not a
+        # change: the version shown stays until one is known, rather than flickering to "".
+        version=cluster_version(statuses, observed) or previous_version,
         db_size=largest_db_size(statuses),
         tls=tls_status(tls_report) if tls_report else None,
     )

@@ -322,6 +322,7 @@ class ClusterActor(Actor[ClusterMessage]):
             step=step,
             now=time.time(),  # condition timestamps are for people: wall time, not trio's clock
             previous_conditions=previous.conditions if previous else (),
+            previous_version=previous.version if previous else "",
             problem=desired.problem,
             backup=self._reports.backup,
             failure=self._failure,

@@ -13,7 +13,7 @@ from actors.platform import Platform
 from actors.ports import EtcdAdmin, MemberRuntime
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdError
-from tests.harness.poll import eventually
+from tests.harness.poll import more_acknowledged
 
 
 class InjectedFault(RuntimeError):
@@ -103,14 +103,7 @@ class AckedWriter:
 
     async def wait_for_more(self, count: int = 20, *, timeout: float = 30) -> None:
         """Until `count` more writes are acknowledged: the cluster takes writes again."""
-        target = len(self.acked) + count
-        await eventually(
-            lambda: len(self.acked),
-            lambda n: n >= target,
-            within=timeout,
-            every=0.05,
-            what=f"{count} more writes",
-        )
+        await more_acknowledged(self.acked, count, within=timeout)
 
     async def verify(self) -> int:
         """Read every acknowledged key back (linearizable reads); returns how many were checked."""

@@ -41,7 +41,7 @@ from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
 from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload
-from tests.harness.poll import eventually
+from tests.harness.poll import eventually, more_acknowledged
 from tests.harness.procs import etcd_pids_under
 
 
@@ -71,14 +71,7 @@ class RevisionWriter:
                 await trio.sleep(0.01)
 
     async def wait_for_more(self, count: int = 20, *, timeout: float = 30) -> None:
-        target = len(self.acked) + count
-        await eventually(
-            lambda: len(self.acked),
-            lambda n: n >= target,
-            within=timeout,
-            every=0.05,
-            what=f"{count} more writes",
-        )
+        await more_acknowledged(self.acked, count, within=timeout)
 
     async def missing(self, acked: list[tuple[bytes, bytes, int]]) -> list[bytes]:
         async with open_etcd_client(self.endpoints, call_timeout=10.0) as client:

@@ -3,11 +3,11 @@
 The test API server has no nodes, so nothing would ever run the pods the operator creates.
 This plays the kubelet's part as faithfully as one machine allows:
 
-- each pod gets its own loopback address (127.0.0.N), and its DNS names (member_host's fully
-  qualified <member>.<cluster>-peer.<ns>.svc.<cluster-domain>, and the short form ending in
-  .svc that the search path resolves in a pod, as the headless Service would publish them)
-  resolve there through /etc/hosts, so the operator and the members reach each other exactly
-  by the URLs the operator wrote;
+- each pod gets its own loopback address (127.0.N.M, never handed out twice in a session), and
+  its DNS names (member_host's fully qualified <member>.<cluster>-peer.<ns>.svc.<domain>, and
+  the short form ending in .svc that the search path resolves in a pod, as the headless Service
+  would publish them) resolve there through /etc/hosts, so the operator and the members reach
+  each other exactly by the URLs the operator wrote;
 - the pod's own etcd command line runs, on the etcd its image tag names (the per-version cache),
   with 0.0.0.0 bound to the pod's address and the data directory on a per-claim directory, so a
   pod recreated on the same claim keeps its data;
@@ -20,6 +20,7 @@ Needs root (for /etc/hosts); every line it adds carries a marker and is removed 
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import socket
 import subprocess
@@ -52,6 +53,31 @@ def etcd_for(image: str) -> Path:
 
 _hosts_lock = threading.Lock()
 
+# Pod addresses handed out in this session: each new pod gets one never used before, as a CNI's
+# address management would give it. Reusing one from test to test (each kubelet counted from
+# 127.0.0.10) made a new seed's peer port collide with a listener already there in parallel runs
+# ("bind: address already in use", the seed crash-looping for the rest of the test).
+_addresses = itertools.count()
+
+
+def next_pod_address() -> str:
+    """A loopback address no pod of this session had, with nothing listening on the member ports."""
+    while True:
+        n = next(_addresses)
+        ip = f"127.0.{n // 240}.{10 + n % 240}"
+        if all(_port_free(ip, port) for port in (m.CLIENT_PORT, m.PEER_PORT)):
+            return ip
+
+
+def _port_free(ip: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((ip, port))
+        except OSError:
+            return False
+    return True
+
 
 def _edit_hosts(add: list[str] = (), drop_marker: str | None = None) -> None:  # type: ignore[assignment]
     with _hosts_lock:
@@ -79,7 +105,6 @@ class Kubelet:
     marker: str
     cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN  # the operator's --cluster-domain
     pods: dict[str, PodProcess] = attrs.field(factory=dict)
-    next_ip: int = 10
     started: list[str] = attrs.field(factory=list)  # pod names in the order they first ran
 
     async def run(self, *, poll: float = 0.2) -> None:
@@ -130,8 +155,7 @@ class Kubelet:
         name = pod["metadata"]["name"]
         labels = pod["metadata"]["labels"]
         ref = ClusterRef(self.namespace, labels["app.kubernetes.io/instance"])
-        ip = f"127.0.0.{self.next_ip}"
-        self.next_ip += 1
+        ip = next_pod_address()
         host = m.member_host(ref, name, self.cluster_domain)
         short = host.removesuffix(f".{self.cluster_domain}")
         _edit_hosts(add=[f"{ip} {host} {short} {self.marker}"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sized
 from typing import Any, TypeVar
 
 import trio
@@ -78,3 +78,12 @@ def until(
             extra = f"\n{details()}" if details else ""
             raise TimeoutError(f"{what}: not reached within {within} s; last seen: {last!r}{extra}")
         time.sleep(every)
+
+
+async def more_acknowledged(acked: Sized, count: int, *, within: float) -> None:
+    """Until `count` more writes are in `acked` (a writer's record of acknowledged writes): the
+    cluster takes writes again."""
+    target = len(acked) + count
+    await eventually(
+        lambda: len(acked), lambda n: n >= target, within=within, every=0.05, what=f"{count} more writes"
+    )

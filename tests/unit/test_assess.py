@@ -170,3 +170,35 @@ def test_a_tls_cluster_shows_its_certificates_and_whether_they_are_valid():
     assert (valid.status, valid.reason) == ("False", "CertificateExpired")
     plain = with_tls(ClusterSpec(size=3, tls_enabled=False))
     assert plain.tls is None and "CertificatesValid" not in {c.type for c in plain.conditions}
+
+
+def test_a_cluster_version_unknown_for_a_moment_keeps_the_one_shown():
+    # Mid-rollout, under load: the leader's answer is stale and a restarting member has no
+    # version yet. The status keeps the version it showed instead of flickering to "".
+    runtime, members, health = cluster(3)
+    health = {n: attrs.evolve(h, version="3.5.35") for n, h in health.items()}
+    health["demo-2"] = None
+    unknown = observed(runtime, members, health)
+    shown = assess(
+        ClusterSpec(size=3),
+        unknown,
+        previous=Phase.RUNNING,
+        generation=1,
+        step=None,
+        now=5.0,
+        previous_version="3.5.0",
+    )
+    assert shown.version == "3.5.0"
+    fresh = assess(ClusterSpec(size=3), unknown, previous=None, generation=1, step=None, now=5.0)
+    assert fresh.version == ""  # nothing known yet, nothing shown
+    known = {n: h or attrs.evolve(hl(2), version="3.6.16") for n, h in health.items()}
+    moved_on = assess(
+        ClusterSpec(size=3),
+        observed(runtime, members, known),
+        previous=Phase.RUNNING,
+        generation=1,
+        step=None,
+        now=5.0,
+        previous_version="3.4.0",
+    )
+    assert moved_on.version == "3.5.0"  # a version known again replaces the one shown
