@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from actors.actions import Action, ActionContext, Outcome, QuorumRecovered, RestartedForSilence, Step
-from actors.assess import assess, too_soon_to_tell
+from actors.assess import assess, new_warning, too_soon_to_tell
 from actors.cluster_context import (
     ChildFactory,
     ClusterContext,
@@ -339,6 +339,10 @@ class ClusterActor(Actor[ClusterMessage]):
                 reason=f"Phase{status.phase.value}",
                 message=f"{previous.phase.value} -> {status.phase.value}: {status.message}",
                 warning=status.phase is Phase.FAILED,
+            )
+        if (unplaced := new_warning(previous, status)) is not None:
+            await self._ports.events.record(
+                self.ref, reason=unplaced.reason, message=unplaced.message, warning=True
             )
         if status != previous:
             self._status = status

@@ -41,6 +41,7 @@ from supervisor.kube.pods import (
     pod_exit_tail,
     pod_last_error,
     pod_state,
+    unschedulable,
     urls_from,
 )
 from supervisor.kube.refusals import api_error_in, refusals_fail_the_step
@@ -346,6 +347,7 @@ class KubeRuntime:
                     if pod
                     else "",
                     deleting=being_deleted(pod, claim),
+                    unschedulable=unschedulable(pod),
                 )
             )
         return out

@@ -49,6 +49,17 @@ def test_a_learner_whose_first_start_failed_is_started_again_saying_why():
     assert action.reason == "learner exited with code 1 (cannot fetch cluster info); start it"
 
 
+def test_a_learner_whose_pod_cannot_be_scheduled_says_why_instead_of_catching_up():
+    runtime, members, health = cluster(1)
+    pending = attrs.evolve(
+        rt(1, STARTING, has_data=False), unschedulable="0/3 nodes are available: 3 Insufficient cpu."
+    )
+    step = decide(3, [*runtime, pending], [*members, em(1, learner=True, started=False)], health)
+    assert step == Wait(
+        "learner demo-1: pod cannot be scheduled: 0/3 nodes are available: 3 Insufficient cpu."
+    )
+
+
 def test_a_learner_is_promoted_only_once_caught_up():
     runtime, members, health = cluster(1)
     runtime.append(rt(1))
