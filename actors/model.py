@@ -480,6 +480,17 @@ class RuntimeMember:
     unschedulable: str = ""
 
 
+@frozen
+class Vanished:
+    """Members deleted in a row because etcd no longer listed them (something outside removed
+    each new member, or adds keep half-happening): the last one's name, how many, and how long
+    ago the last was deleted."""
+
+    name: str
+    times: int
+    ago: float
+
+
 def exit_story(r: RuntimeMember) -> str:
     """ "exited with code 1 (etcd: ...)": what the status and Events say about a stopped member."""
     if r.exit_code is not None:
