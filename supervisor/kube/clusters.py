@@ -117,22 +117,25 @@ class SecretTlsAdmin:
         async def step() -> None:
             await (await self._admin()).promote(endpoints, member_id)
 
-        if self._voters is None:
-            return await step()
-        await self._voters.change(
-            lambda: self._member_list(endpoints), step, lambda now: promoted(now, member_id)
-        )
+        await self._membership_step(endpoints, step, lambda now: promoted(now, member_id))
 
     @refusals_fail_the_step
     async def remove(self, endpoints: Sequence[str], member_id: int) -> None:
         async def step() -> None:
             await (await self._admin()).remove(endpoints, member_id)
 
+        await self._membership_step(endpoints, step, lambda now: removed(now, member_id))
+
+    async def _membership_step(
+        self,
+        endpoints: Sequence[str],
+        step: Callable[[], Awaitable[None]],
+        expected: Callable[[Sequence[EtcdMember]], Sequence[EtcdMember]],
+    ) -> None:
+        """`step` with the disruption budget written safe for before and after it."""
         if self._voters is None:
             return await step()
-        await self._voters.change(
-            lambda: self._member_list(endpoints), step, lambda now: removed(now, member_id)
-        )
+        await self._voters.change(lambda: self._member_list(endpoints), step, expected)
 
     async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
         await (await self._admin()).move_leader(endpoints, target_id)
