@@ -72,7 +72,22 @@ class QuorumRecovered:
 
 
 # What the cluster actor keeps in mind once a step succeeded (most steps: nothing).
-Memo = RestartedForSilence | QuorumRecovered
+@frozen
+class VanishedFromEtcd:
+    """A runtime member was deleted because etcd no longer lists it: the next member added
+    waits longer each time this repeats (actors/plan/size.py)."""
+
+    name: str
+
+
+@frozen
+class MemberJoined:
+    """A learner became a voting member: members no longer vanish."""
+
+    name: str
+
+
+Memo = RestartedForSilence | QuorumRecovered | VanishedFromEtcd | MemberJoined
 
 
 @frozen
@@ -376,7 +391,7 @@ class PromoteLearner(Action):
 
     async def execute(self, ctx: ActionContext) -> Outcome:
         await ctx.admin.promote(ctx.endpoints, self.member_id)
-        return self.done()
+        return self.done(remember=MemberJoined(self.name))
 
     def describe(self) -> str:
         return f"promoted learner {self.name} to voting member"
@@ -419,7 +434,7 @@ class RemoveMember(Action):
             pass  # removed already, by an earlier incarnation of the cluster actor
         if self.name:
             await ctx.runtime.delete_member(ctx.observed.cluster, self.name)
-        return self.done()
+        return self.done(remember=VanishedFromEtcd(self.name))
 
     def describe(self) -> str:
         return f"removed member {self.name} ({self.member_id:x}): {self.reason}"
@@ -438,7 +453,7 @@ class DeleteRuntimeMember(Action):
 
     async def execute(self, ctx: ActionContext) -> Outcome:
         await ctx.runtime.delete_member(ctx.observed.cluster, self.name)
-        return self.done()
+        return self.done(remember=VanishedFromEtcd(self.name))
 
     def describe(self) -> str:
         return f"deleted {self.name}: {self.reason}"

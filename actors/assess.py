@@ -258,10 +258,35 @@ def _degraded(statuses: tuple[MemberStatus, ...], problem: str | None, observed:
         return invalid_spec(problem)
     if observed.desired is not None and observed.desired.unavailable:
         return Condition("Degraded", "True", "VersionUnavailable", observed.desired.unavailable)
+    if unplaced := unschedulable_members(observed):
+        return Condition("Degraded", "True", UNSCHEDULABLE, unplaced)
     unhealthy = sorted(s.name for s in statuses if not s.healthy)
     if unhealthy:
         return Condition("Degraded", "True", "MembersUnhealthy", "unhealthy: " + ", ".join(unhealthy))
     return Condition("Degraded", "False", "AllMembersHealthy", "")
+
+
+UNSCHEDULABLE = "MemberUnschedulable"
+
+
+def unschedulable_members(observed: Observed) -> str:
+    """ "pod demo-3 cannot be scheduled: 0/3 nodes are available: ..." for each member whose pod
+    the scheduler could not place; "" when none."""
+    return "; ".join(
+        f"pod {r.name} cannot be scheduled: {r.unschedulable}" for r in observed.runtime if r.unschedulable
+    )
+
+
+def new_warning(previous: ClusterStatus | None, status: ClusterStatus) -> Condition | None:
+    """The Degraded condition to raise a warning Event for: a member newly unschedulable, or
+    for another reason (the scheduler's message changed); None when it was told already."""
+    now = {c.type: c for c in status.conditions}.get("Degraded")
+    if now is None or now.reason != UNSCHEDULABLE:
+        return None
+    before = {c.type: c for c in previous.conditions}.get("Degraded") if previous else None
+    if before is not None and (before.reason, before.message) == (now.reason, now.message):
+        return None
+    return now
 
 
 def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *, converged: bool) -> Phase:

@@ -25,8 +25,17 @@ from typing import TypeVar
 import attrs
 import trio
 
-from actors.actions import Action, ActionContext, Outcome, QuorumRecovered, RestartedForSilence, Step
-from actors.assess import assess, too_soon_to_tell
+from actors.actions import (
+    Action,
+    ActionContext,
+    MemberJoined,
+    Outcome,
+    QuorumRecovered,
+    RestartedForSilence,
+    Step,
+    VanishedFromEtcd,
+)
+from actors.assess import assess, new_warning, too_soon_to_tell
 from actors.cluster_context import (
     ChildFactory,
     ClusterContext,
@@ -47,7 +56,7 @@ from actors.errors import EtcdError, NamespaceTerminating, StepFailed
 from actors.holdoff import HoldOff
 from actors.maintenance.revisions import periodic_retention_seconds
 from actors.member import MemberActor, MemberProbed, Probe
-from actors.member_times import MemberTimes
+from actors.member_times import MemberTimes, Vanishings
 from actors.model import (
     ClusterRef,
     ClusterStatus,
@@ -173,6 +182,7 @@ class ClusterActor(Actor[ClusterMessage]):
         self._status: ClusterStatus | None = None
         self._holdoff = HoldOff()
         self._times = MemberTimes()
+        self._vanishings = Vanishings()
         self._step_started_at = -math.inf
         # Why a step that fails the cluster (a restore) failed last; cleared by any success.
         self._failure: str | None = None
@@ -278,6 +288,7 @@ class ClusterActor(Actor[ClusterMessage]):
             silent_for=self._times.silent_for(now),
             stopped_for=self._times.stopped_for(now),
             restarted_silent=self._times.restarted_silent(),
+            vanished=self._vanishings.facts(now),
             maintenance=self._reports.maintenance.round,
             unreachable_for=self._times.unreachable_for(now),
             answered_before_step=self._book.answered_before_step(health),
@@ -341,6 +352,10 @@ class ClusterActor(Actor[ClusterMessage]):
                 message=f"{previous.phase.value} -> {status.phase.value}: {status.message}",
                 warning=status.phase is Phase.FAILED,
             )
+        if (unplaced := new_warning(previous, status)) is not None:
+            await self._ports.events.record(
+                self.ref, reason=unplaced.reason, message=unplaced.message, warning=True
+            )
         if status != previous:
             self._status = status
             await self._ports.status.publish(self.ref, status)
@@ -389,6 +404,10 @@ class ClusterActor(Actor[ClusterMessage]):
         match outcome.remember:
             case RestartedForSilence(name=name):
                 self._times.restarted_for_silence(name)  # silent again after this: replace it
+            case VanishedFromEtcd(name=name):
+                self._vanishings.vanished(name, trio.current_time())
+            case MemberJoined():
+                self._vanishings.joined()
             case QuorumRecovered(recovery=recovery):
                 self._last_recovery = recovery
                 self._book = self._book.recovered(recovery.revision)

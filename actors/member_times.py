@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from attrs import define, field
 
-from actors.model import ProcessState, RuntimeMember
+from actors.model import ProcessState, RuntimeMember, Vanished
 
 _UP = (ProcessState.STARTING, ProcessState.RUNNING)
 
@@ -120,3 +120,22 @@ class MemberTimes:
             table.pop(name, None)
         self._restarted_silent.discard(name)
         self._restarted_unseen.discard(name)
+
+
+@define
+class Vanishings:
+    """Members deleted in a row for vanishing from etcd's membership, until one joins for good
+    (a learner promoted). Memory of the cluster actor, as the rest of this module."""
+
+    _times: int = 0
+    _last: str = ""
+    _at: float = 0.0
+
+    def vanished(self, name: str, now: float) -> None:
+        self._times, self._last, self._at = self._times + 1, name, now
+
+    def joined(self) -> None:
+        self._times = 0
+
+    def facts(self, now: float) -> Vanished | None:
+        return Vanished(self._last, self._times, now - self._at) if self._times else None

@@ -527,6 +527,20 @@ class RuntimeMember:
     # Its deletion is under way, and nothing is left to do but wait: a pod's grace period and a
     # claim's protection finalizer keep a deleted member listed for a while.
     deleting: bool = False
+    # Why it cannot be placed (Kubernetes: the scheduler's message on a pod it marked
+    # Unschedulable, "0/3 nodes are available: ..."); "" when placed or not tried yet.
+    unschedulable: str = ""
+
+
+@frozen
+class Vanished:
+    """Members deleted in a row because etcd no longer listed them (something outside removed
+    each new member, or adds keep half-happening): the last one's name, how many, and how long
+    ago the last was deleted."""
+
+    name: str
+    times: int
+    ago: float
 
 
 def exit_story(r: RuntimeMember) -> str:

@@ -20,6 +20,7 @@ from actors.model import (
     MemberHealth,
     ProcessState,
     RuntimeMember,
+    Vanished,
 )
 
 
@@ -43,6 +44,9 @@ class Observed:
     stopped_for: Mapping[str, float] = field(factory=dict)
     # Members already restarted for not answering, silent again since.
     restarted_silent: frozenset[str] = frozenset()
+    # Members deleted in a row for vanishing from etcd's membership (None: none since the last
+    # member joined): new members are added with a backoff meanwhile.
+    vanished: Vanished | None = None
     # The defragmentation round under way (actors/maintenance), if any.
     maintenance: DefragRound | None = None
     # Every member: seconds since it last answered a probe (restarts do not reset it).

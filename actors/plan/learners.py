@@ -24,6 +24,8 @@ def finish_learner(spec: ClusterSpec, observed: Observed) -> Step | None:
             # once it is started again.
             story = "added" if r.state is ProcessState.ABSENT else exit_story(r)
             return StartMember(r.name, observed.initial_cluster(r.name), reason=f"learner {story}; start it")
+        if r.unschedulable:  # it cannot catch up before it runs: say why it does not
+            return Wait(f"learner {r.name}: pod cannot be scheduled: {r.unschedulable}")
         if caught_up(observed, r.name):
             return PromoteLearner(r.name, m.id)
         return Wait(f"learner {r.name} catching up")

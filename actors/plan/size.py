@@ -6,6 +6,7 @@ from actors.actions import AddLearner, MoveLeader, RemoveMember, Step, Wait
 from actors.model import ClusterSpec, EtcdMember
 from actors.observed import Observed
 from actors.plan.common import next_member_name, ordinal_of
+from actors.plan.restart import restart_delay
 
 
 def match_size(spec: ClusterSpec, observed: Observed) -> Step | None:
@@ -14,7 +15,7 @@ def match_size(spec: ClusterSpec, observed: Observed) -> Step | None:
         # The quorum guard ran before this planner: the voters that answer are a quorum. A
         # learner does not vote, and it is promoted only once it answers and has caught up, so
         # a member that is down or hung (healed by its own planner meanwhile) never blocks growth.
-        return AddLearner(next_member_name(observed))
+        return vanished_backoff(observed) or AddLearner(next_member_name(observed))
     if len(voters) > spec.size:
         return _shrink(spec, observed, voters)
     return None
@@ -41,3 +42,19 @@ def scale_down_victim(observed: Observed, voters: list[EtcdMember]) -> EtcdMembe
         return (observed.healthy(m), m.id == leader, -ordinal_of(observed, m))
 
     return min(voters, key=keep_score)
+
+
+def vanished_backoff(observed: Observed) -> Wait | None:
+    """A Wait while members keep vanishing from etcd's membership right after being added
+    (something outside removes them): the next add backs off as a crash loop's restart does,
+    and the status says which member vanished and how often."""
+    v = observed.vanished
+    if v is None:
+        return None
+    delay = restart_delay(v.times)
+    if v.ago >= delay:
+        return None
+    return Wait(
+        f"{v.name} vanished from etcd's membership {v.times} times in a row (removed by something"
+        f" else?); adding a member again in {delay - v.ago:.0f}s"
+    )

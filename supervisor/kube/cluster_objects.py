@@ -71,11 +71,14 @@ def client_service() -> ClusterObject:
     )
 
 
-def disruption_budget() -> ClusterObject:
+def disruption_budget(min_available: int | None = None) -> ClusterObject:
+    """The budget over the voters' pods, minAvailable their quorum (voter_budget.py); None
+    while the membership is unknown (nothing admitted). maxUnavailable, which earlier versions
+    set, is removed."""
     return ClusterObject(
         "disruption budget",
         m.pdb_path,
-        m.disruption_budget,
+        lambda owner: m.disruption_budget(owner, min_available),
         owned=("selector", "maxUnavailable", "minAvailable"),
     )
 
@@ -98,10 +101,15 @@ def tls_secret(
 
 
 def cluster_objects(
-    spec: ClusterSpec, *, cluster_domain: str, now: Callable[[], dt.datetime]
+    spec: ClusterSpec,
+    *,
+    cluster_domain: str,
+    now: Callable[[], dt.datetime],
+    min_available: int | None = None,
 ) -> Sequence[ClusterObject]:
-    """The objects a cluster of this spec has besides its members."""
-    out = [peer_service(), client_service(), disruption_budget()]
+    """The objects a cluster of this spec has besides its members; `min_available` is the
+    disruption budget's, from the membership last read (None: not read yet)."""
+    out = [peer_service(), client_service(), disruption_budget(min_available)]
     if spec.tls_enabled:
         out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
     return out

@@ -49,8 +49,11 @@ from supervisor.kube.backups import pod_verifiers, secret_stores
 from supervisor.kube.certificates import KubeCertificates
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.refusals import refusals_fail_the_step
 from supervisor.kube.secret_tls import client_tls_under, write_client_tls
 from supervisor.kube.snapshots import KubeRestorer, helper_image
+from supervisor.kube.voter_budget import promoted, removed
+from supervisor.kube.voter_labels import VoterLabels
 from supervisor.kube.watch import ClusterEvent
 from supervisor.metrics import open_runtime_metrics
 from supervisor.metrics.clusters import ClusterMetrics
@@ -68,9 +71,18 @@ class SecretTlsAdmin:
     """
 
     def __init__(
-        self, client: KubeClient, ref: ClusterRef, *, tls: bool, files_dir: Path, call_timeout: float
+        self,
+        client: KubeClient,
+        ref: ClusterRef,
+        *,
+        tls: bool,
+        files_dir: Path,
+        call_timeout: float,
+        voters: VoterLabels | None = None,
     ):
         self._client = client
+        # The disruption budget follows every membership read and change (voter_labels.py).
+        self._voters = voters
         self._ref = ref
         self._tls = tls
         self._files_dir = files_dir
@@ -91,16 +103,40 @@ class SecretTlsAdmin:
             await self._inner.aclose()
 
     async def member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]:
+        if self._voters is None:
+            return await self._member_list(endpoints)
+        return await self._voters.read(lambda: self._member_list(endpoints))
+
+    async def _member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]:
         return await (await self._admin()).member_list(endpoints)
 
     async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
         return await (await self._admin()).add_learner(endpoints, peer_url)
 
+    @refusals_fail_the_step
     async def promote(self, endpoints: Sequence[str], member_id: int) -> None:
-        await (await self._admin()).promote(endpoints, member_id)
+        async def step() -> None:
+            await (await self._admin()).promote(endpoints, member_id)
 
+        await self._membership_step(endpoints, step, lambda now: promoted(now, member_id))
+
+    @refusals_fail_the_step
     async def remove(self, endpoints: Sequence[str], member_id: int) -> None:
-        await (await self._admin()).remove(endpoints, member_id)
+        async def step() -> None:
+            await (await self._admin()).remove(endpoints, member_id)
+
+        await self._membership_step(endpoints, step, lambda now: removed(now, member_id))
+
+    async def _membership_step(
+        self,
+        endpoints: Sequence[str],
+        step: Callable[[], Awaitable[None]],
+        expected: Callable[[Sequence[EtcdMember]], Sequence[EtcdMember]],
+    ) -> None:
+        """`step` with the disruption budget written safe for before and after it."""
+        if self._voters is None:
+            return await step()
+        await self._voters.change(lambda: self._member_list(endpoints), step, expected)
 
     async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
         await (await self._admin()).move_leader(endpoints, target_id)
@@ -186,6 +222,7 @@ class KubeClusters:
                 tls=resource.spec.tls_enabled,
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
+                voters=VoterLabels(ports.client, resource.ref, ports.runtime.voter_budgets),
             )
 
         return Platform(

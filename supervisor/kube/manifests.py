@@ -26,6 +26,7 @@ from actors.model import (
     MemberUrls,
 )
 from supervisor.etcd.member_settings import config_fingerprint, member_settings
+from supervisor.kube.voter_budget import NOT_VOTER, VOTER, VOTER_LABEL
 
 Obj = dict[str, Any]
 
@@ -250,17 +251,26 @@ def client_service(owner: Owner) -> Obj:
     }
 
 
-def disruption_budget(owner: Owner) -> Obj:
-    """At most one member voluntarily down at a time (drains, evictions).
+def disruption_budget(owner: Owner, min_available: int | None) -> Obj:
+    """Voluntary disruptions (drains, evictions) never cost the quorum of voting members.
 
-    maxUnavailable 1 keeps quorum for every cluster of three or more, needs no update when the
-    cluster scales (minAvailable would), and still lets a node with a one-member cluster drain.
+    Only pods labelled as voters are selected, and minAvailable of them must stay: the quorum
+    of the voting membership, kept by the operator as the membership changes
+    (supervisor/kube/voter_budget.py says why no eviction it admits costs quorum, operator
+    running or not). Learners and pods not yet members are not counted, so a learner Ready
+    never stands in for a voter. Unknown membership (None: the operator has not read it yet)
+    admits nothing until it is known. A one-member cluster admits no eviction: its only voter
+    is its quorum.
     """
+    selector = {**member_selector(owner.ref), VOTER_LABEL: VOTER}
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _metadata(owner, disruption_budget_name(owner.ref), cluster_labels(owner.ref)),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": member_selector(owner.ref)}},
+        "spec": {
+            "minAvailable": "100%" if min_available is None else min_available,
+            "selector": {"matchLabels": selector},
+        },
     }
 
 
@@ -508,7 +518,10 @@ def member_pod(
     *,
     consecutive_failures: int = 0,
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
+    voter: bool = False,
 ) -> Obj:
+    # `voter`: the member votes (the disruption budget counts its pod); a learner's, or a
+    # member's whose role is not known yet, is "false", never counted for a voter.
     ref, spec = launch.cluster, launch.spec
     volumes: list[Obj] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(launch.name)}}
@@ -566,7 +579,12 @@ def member_pod(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _metadata(owner, launch.name, member_labels(ref, launch.name), annotations),
+        "metadata": _metadata(
+            owner,
+            launch.name,
+            {**member_labels(ref, launch.name), VOTER_LABEL: VOTER if voter else NOT_VOTER},
+            annotations,
+        ),
         "spec": pod_spec,
     }
 

@@ -94,6 +94,21 @@ def start_failure(pod: Mapping[str, Any] | None) -> str:
     return (f"{reason}: {message}" if message else reason)[:300]
 
 
+def unschedulable(pod: Mapping[str, Any] | None) -> str:
+    """The scheduler's message on a pod it could not place (PodScheduled False, reason
+    Unschedulable: "0/3 nodes are available: 3 node(s) didn't match ..."); "" otherwise."""
+    if pod is None or (pod.get("spec") or {}).get("nodeName"):
+        return ""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if (cond.get("type"), cond.get("status"), cond.get("reason")) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        ):
+            return (str(cond.get("message") or "").strip() or "Unschedulable")[:300]
+    return ""
+
+
 def pod_last_error(pod: Mapping[str, Any] | None) -> str:
     """The etcd container's termination message (with FallbackToLogsOnError, the log's tail),
     or why it cannot start at all."""

@@ -41,9 +41,11 @@ from supervisor.kube.pods import (
     pod_exit_tail,
     pod_last_error,
     pod_state,
+    unschedulable,
     urls_from,
 )
 from supervisor.kube.refusals import api_error_in, refusals_fail_the_step
+from supervisor.kube.voter_labels import VoterBudgets
 from supervisor.kube.warm_pods import WarmPods
 from supervisor.kube.watch import (
     PODS,
@@ -112,6 +114,8 @@ class KubeRuntime:
         self._poll = poll_interval
         self._now = now
         self._subscribers = MemberSubscribers()
+        # The disruption budget each cluster's admin last wrote (voter_labels.py).
+        self.voter_budgets = VoterBudgets()
         self.watchers: list[Watcher] = []  # the running watches, for the operator's metrics
         self._warm = WarmPods(
             client,
@@ -140,7 +144,12 @@ class KubeRuntime:
         ensured_at = self._ensured_at.get(owner.uid)
         if ensured_at is not None and trio.current_time() - ensured_at < self._ensure_every:
             return
-        objects = cluster_objects(spec, cluster_domain=self._cluster_domain, now=self._now)
+        objects = cluster_objects(
+            spec,
+            cluster_domain=self._cluster_domain,
+            now=self._now,
+            min_available=self.voter_budgets.min_available(owner.ref),
+        )
         async with trio.open_nursery() as nursery:
             for component in objects:
                 nursery.start_soon(ensure, self._client, component, owner)
@@ -224,7 +233,16 @@ class KubeRuntime:
 
     async def _create_pod(self, owner: m.Owner, launch: MemberLaunch, *, failures: int) -> bool:
         """Create the member's pod; False when one of that name exists already."""
-        pod = m.member_pod(owner, launch, consecutive_failures=failures, cluster_domain=self._cluster_domain)
+        # Labelled a voter as it is made when it is one (a voter's new pod after a crash): an
+        # unlabelled voter would be evicted unguarded until the next membership read.
+        budget = self.voter_budgets.get(launch.cluster)
+        pod = m.member_pod(
+            owner,
+            launch,
+            consecutive_failures=failures,
+            cluster_domain=self._cluster_domain,
+            voter=budget is not None and launch.name in budget.voters,
+        )
         try:
             made = await self._client.create(m.core_path(launch.cluster.namespace, "pods"), pod)
         except KubeError as exc:
@@ -273,6 +291,7 @@ class KubeRuntime:
         garbage collector leaves them when the EtcdCluster goes; otherwise they are deleted.
         """
         ns = cluster.namespace
+        self.voter_budgets.forget(cluster)
         selector = m.label_selector(m.member_selector(cluster))
         pods = await self._client.list_all(m.core_path(ns, "pods"), query={"labelSelector": selector})
         for pod in pods.get("items") or []:
@@ -328,6 +347,7 @@ class KubeRuntime:
                     if pod
                     else "",
                     deleting=being_deleted(pod, claim),
+                    unschedulable=unschedulable(pod),
                 )
             )
         return out

@@ -71,3 +71,17 @@ async def test_a_learner_answering_while_the_runtime_is_being_listed_is_promoted
     await run_fleet(world, size=3, seconds=10)
     formed = next(t for t, s in world.statuses if s.phase.value == "Running" and s.ready_replicas == 3)
     assert formed < TIMING.tick, formed
+
+
+async def test_a_member_that_keeps_vanishing_from_etcd_is_replaced_with_backoff_and_says_why(autojump_clock):
+    """Something outside removes each new learner: each is deleted as a leftover and another
+    added, but after backoff doubling up to a minute, as a crash loop is restarted (issue 28:
+    38 pods in two minutes without), and the status names the member and why."""
+    # Each listing takes 50 ms of the virtual clock: without a backoff the loop would add a
+    # member every few of them rather than never letting the clock move.
+    world = MemoryWorld(removes_learners=True, list_delay=0.05)
+    await run_fleet(world, size=2, seconds=120)
+    # Delays 0, 1, 2, 4, 8, 16, 32, 60 s (plus a tick each): at most 9 adds in two minutes.
+    assert 5 <= len(world.add_attempts) <= 9, world.add_attempts
+    message = world.statuses[-1][1].message
+    assert "vanished from etcd's membership" in message and "times in a row" in message, message

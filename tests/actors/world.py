@@ -37,6 +37,8 @@ class MemoryWorld:
     answers_after: float = 0.0  # a started member serves only this long after its start
     list_delay: float = 0.0  # a listing of the runtime takes this long (an API server's lists)
     hung: set = attrs.field(factory=set)  # members that run but answer nothing
+    # Something outside removes each new learner from etcd as soon as its member starts.
+    removes_learners: bool = False
     stops: list = attrs.field(factory=list)
     started_at: dict[str, float] = attrs.field(factory=dict)
     add_attempts: list[float] = attrs.field(factory=list)
@@ -85,6 +87,8 @@ class MemoryWorld:
         for m in list(self.etcd.values()):
             if m.peer_urls == (launch.urls.peer_url,):
                 self.etcd[m.id] = attrs.evolve(m, name=launch.name, client_urls=(launch.urls.client_url,))
+                if self.removes_learners and m.is_learner:
+                    del self.etcd[m.id]
 
     async def stop_member(self, cluster, name):
         self.stops.append((trio.current_time(), name))

@@ -106,6 +106,10 @@ class Kubelet:
     cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN  # the operator's --cluster-domain
     pods: dict[str, PodProcess] = attrs.field(factory=dict)
     started: list[str] = attrs.field(factory=list)  # pod names in the order they first ran
+    # Pod name -> the message the scheduler gives for it: such a pod is not run, its status says
+    # PodScheduled False (Unschedulable) as the scheduler writes it, until the name is dropped.
+    unschedulable: dict[str, str] = attrs.field(factory=dict)
+    _marked_unschedulable: set[str] = attrs.field(factory=set)
 
     async def run(self, *, poll: float = 0.2) -> None:
         while True:
@@ -120,6 +124,11 @@ class Kubelet:
                 if running is not None and running.uid != meta["uid"]:
                     self._kill(meta["name"])  # replaced by a new pod of the same name
                     running = None
+                if running is None and meta["name"] in self.unschedulable:
+                    if meta["uid"] not in self._marked_unschedulable:
+                        await self._mark_unschedulable(pod, self.unschedulable[meta["name"]])
+                        self._marked_unschedulable.add(meta["uid"])
+                    continue
                 if running is None:
                     await self._start(pod)
                     await self._write_status(pod["metadata"]["name"])
@@ -182,6 +191,22 @@ class Kubelet:
                 return True
         except OSError:
             return False
+
+    async def _mark_unschedulable(self, pod: dict[str, Any], message: str) -> None:
+        status = {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            ],
+        }
+        path = m.core_path(self.namespace, "pods", pod["metadata"]["name"])
+        try:
+            await self.admin.merge_patch(
+                f"{path}/status", {"metadata": {"uid": pod["metadata"]["uid"]}, "status": status}
+            )
+        except KubeError as exc:
+            if not (is_not_found(exc) or is_conflict(exc)):
+                raise
 
     async def _write_status(self, name: str) -> None:
         pod = self.pods[name]

@@ -25,8 +25,9 @@ async def test_a_changed_manifest_is_followed_by_the_live_objects(
     kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
 ) -> None:
     """The objects an older operator made stay until corrected: here the "new" manifests add a
-    client Service port and count the budget by minAvailable, and ensure() brings the live
-    objects forward; today's manifests bring them back again."""
+    client Service port and count the budget by maxUnavailable (as operators before the voter
+    budget did), and ensure() brings the live objects forward; today's manifests bring them
+    back again."""
     ns = kube_namespace
     ref = ClusterRef(ns, "moved")
     async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
@@ -44,24 +45,25 @@ async def test_a_changed_manifest_is_followed_by_the_live_objects(
             )
             return svc
 
-        def min_available(owner: m.Owner) -> dict[str, Any]:
-            pdb = m.disruption_budget(owner)
-            del pdb["spec"]["maxUnavailable"]
-            pdb["spec"]["minAvailable"] = 2
+        def max_unavailable(owner: m.Owner) -> dict[str, Any]:
+            pdb = m.disruption_budget(owner, None)
+            del pdb["spec"]["minAvailable"]
+            pdb["spec"]["maxUnavailable"] = 1
             return pdb
 
         await objects.ensure(op, attrs.evolve(objects.client_service(), build=more_ports), owner)
-        await objects.ensure(op, attrs.evolve(objects.disruption_budget(), build=min_available), owner)
+        await objects.ensure(op, attrs.evolve(objects.disruption_budget(), build=max_unavailable), owner)
         service, budget = await admin.get(service_path), await admin.get(budget_path)
         assert [p["port"] for p in service["spec"]["ports"]] == [m.CLIENT_PORT, m.METRICS_PORT, 9999]
         assert service["spec"]["clusterIP"] == cluster_ip  # the API server's, untouched
-        assert budget["spec"]["minAvailable"] == 2 and "maxUnavailable" not in budget["spec"]
+        assert budget["spec"]["maxUnavailable"] == 1 and "minAvailable" not in budget["spec"]
 
         for component in (objects.client_service(), objects.disruption_budget()):
             await objects.ensure(op, component, owner)
         service, budget = await admin.get(service_path), await admin.get(budget_path)
         assert [p["port"] for p in service["spec"]["ports"]] == [m.CLIENT_PORT, m.METRICS_PORT]
-        assert budget["spec"]["maxUnavailable"] == 1 and "minAvailable" not in budget["spec"]
+        assert budget["spec"]["minAvailable"] == "100%" and "maxUnavailable" not in budget["spec"]
+        assert budget["spec"]["selector"]["matchLabels"]["etcd.io/voter"] == "true"
 
         # Nothing drifted: nothing is written (no update every ENSURE_EVERY for nothing).
         versions = [(await admin.get(p))["metadata"]["resourceVersion"] for p in (service_path, budget_path)]
@@ -100,7 +102,7 @@ async def test_hand_edits_of_the_owned_fields_are_undone_and_others_kept(
             },
         )
         await admin.merge_patch(client_path, {"spec": {"publishNotReadyAddresses": True}})
-        await admin.merge_patch(budget_path, {"spec": {"maxUnavailable": 3}})
+        await admin.merge_patch(budget_path, {"spec": {"minAvailable": 1}})
         await admin.merge_patch(
             secret_path,
             {"metadata": {"ownerReferences": None, "labels": {m.LABEL_INSTANCE: None, "team": "storage"}}},
@@ -115,7 +117,7 @@ async def test_hand_edits_of_the_owned_fields_are_undone_and_others_kept(
         assert peer["metadata"]["labels"] == {**m.cluster_labels(ref), "team": "storage"}
         assert "publishNotReadyAddresses" not in client["spec"]
         assert client["spec"]["clusterIP"] == client_ip
-        assert budget["spec"]["maxUnavailable"] == 1
+        assert "maxUnavailable" not in budget["spec"] and budget["spec"]["minAvailable"] == "100%"
         assert secret["data"] == keys
         assert secret["metadata"]["labels"] == {**m.cluster_labels(ref), "team": "storage"}
         (owner,) = secret["metadata"]["ownerReferences"]

@@ -304,3 +304,37 @@ async def test_a_replacement_after_a_refused_tls_switch_keeps_the_scheme_in_forc
         obj = await wait_for(admin, path, replaced, timeout=120)
         assert all(mem["peerURL"].startswith("http://") for mem in obj["status"]["members"])
         assert all(mem["clientURL"].startswith("http://") for mem in obj["status"]["members"])
+
+
+async def test_a_member_whose_pod_cannot_be_scheduled_is_reported_with_the_schedulers_reason(
+    kube_crds: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str, tmp_path: Path
+) -> None:
+    """The learner's pod is marked PodScheduled=False (Unschedulable) as the scheduler would:
+    the status, a Degraded condition and a warning Event name the pod and the scheduler's
+    message instead of "catching up"; once it is placed, the cluster grows as usual."""
+    ns = kube_namespace
+    why = "0/3 nodes are available: 3 node(s) had volume node affinity conflict."
+    async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, kubelet):
+        kubelet.unschedulable["held-1"] = why
+        path = await create_cluster(admin, "held", ns, {"size": 1, "security": {"tls": {"enabled": False}}})
+        await wait_for(admin, path, healthy(1), timeout=60)
+        await admin.merge_patch(path, {"spec": {"size": 2}})
+
+        def says_why(obj: dict[str, Any]) -> bool:
+            status = obj.get("status") or {}
+            degraded = {c["type"]: c for c in status.get("conditions", [])}.get("Degraded") or {}
+            return (
+                status.get("message") == f"learner held-1: pod cannot be scheduled: {why}"
+                and degraded.get("reason") == "MemberUnschedulable"
+                and degraded.get("message") == f"pod held-1 cannot be scheduled: {why}"
+            )
+
+        await wait_for(admin, path, says_why, timeout=60)
+        events = (await admin.get(m.core_path(ns, "events")))["items"]
+        warned = [e for e in events if e["reason"] == "MemberUnschedulable"]
+        assert [(e["type"], e["message"]) for e in warned] == [
+            ("Warning", f"pod held-1 cannot be scheduled: {why}")
+        ]
+
+        del kubelet.unschedulable["held-1"]
+        await wait_for(admin, path, healthy(2), timeout=90)

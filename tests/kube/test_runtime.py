@@ -107,7 +107,8 @@ async def test_start_creates_owned_services_budget_claim_and_pod(
         client_svc = await admin.get(m.core_path(ns, "services", "alpha-client"))
         assert client_svc["spec"]["clusterIP"] not in ("None", "")
         pdb = await admin.get(m.pdb_path(ns, "alpha"))
-        assert pdb["spec"]["maxUnavailable"] == 1
+        # No membership read yet (no admin ran): nothing admitted until the voters are known.
+        assert pdb["spec"]["minAvailable"] == "100%"
         secret = await admin.get(m.core_path(ns, "secrets", "alpha-tls"))
         assert {"ca.crt", "tls.crt", "tls.key"} <= set(secret["data"])
         cluster = await admin.get(m.cluster_path(ref))
@@ -121,13 +122,15 @@ async def test_start_creates_owned_services_budget_claim_and_pod(
         for obj in (peer, client_svc, pdb, secret, pod, pvc):
             (owner,) = obj["metadata"]["ownerReferences"]
             assert (owner["kind"], owner["name"], owner["uid"]) == ("EtcdCluster", "alpha", uid)
-        for obj in (pod, pvc):
+        # The pod's role is not known before a membership read: not counted as a voter yet.
+        for obj, voter in ((pod, {"etcd.io/voter": "false"}), (pvc, {})):
             assert obj["metadata"]["labels"] == {
                 "app.kubernetes.io/name": "etcd",
                 "app.kubernetes.io/instance": "alpha",
                 "app.kubernetes.io/component": "member",
                 "app.kubernetes.io/managed-by": "etcd-supervisor",
                 "etcd.io/member": "alpha-0",
+                **voter,
             }
         assert pod["spec"]["hostname"] == "alpha-0"
         assert pod["spec"]["subdomain"] == "alpha-peer"

@@ -3,10 +3,10 @@
 import attrs
 
 from actors.actions import AddLearner, StartMember
-from actors.assess import assess, carry_transition_times, not_created_status, too_soon_to_tell
+from actors.assess import assess, carry_transition_times, new_warning, not_created_status, too_soon_to_tell
 from actors.codec import status_to_dict
 from actors.model import ClusterSpec, Condition, Phase, Role
-from tests.unit.facts import EXITED, cluster, hl, observed, rt
+from tests.unit.facts import EXITED, STARTING, cluster, em, hl, observed, rt
 
 
 def status(size, observed_parts, previous, step):
@@ -202,3 +202,19 @@ def test_a_cluster_version_unknown_for_a_moment_keeps_the_one_shown():
         previous_version="3.4.0",
     )
     assert moved_on.version == "3.5.0"  # a version known again replaces the one shown
+
+
+def test_a_member_that_cannot_be_scheduled_is_degraded_with_the_schedulers_reason_and_warned_once():
+    runtime, members, health = cluster(3)
+    why = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    runtime.append(attrs.evolve(rt(3, STARTING, has_data=False), unschedulable=why))
+    members.append(em(3, learner=True, started=False))
+    result = status(4, (runtime, members, health), Phase.RUNNING, None)
+    degraded = {c.type: c for c in result.conditions}["Degraded"]
+    assert (degraded.status, degraded.reason) == ("True", "MemberUnschedulable")
+    assert degraded.message == f"pod demo-3 cannot be scheduled: {why}"
+    # A warning Event when it first shows, not again while it holds.
+    assert new_warning(None, result) == degraded
+    assert new_warning(result, result) is None
+    placed = status(4, cluster(3), Phase.RUNNING, None)
+    assert new_warning(result, placed) is None and new_warning(placed, result) == degraded

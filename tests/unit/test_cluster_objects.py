@@ -39,12 +39,12 @@ def test_owned_fields_are_set_back_and_the_api_servers_kept() -> None:
 
 
 def test_an_owned_field_the_manifest_leaves_out_is_removed() -> None:
-    budget = m.disruption_budget(OWNER)
-    seen = live(budget, minAvailable=2)
-    del seen["spec"]["maxUnavailable"]
-    fixed = objects.corrected(seen, budget, objects.disruption_budget().owned, OWNER)
+    budget = m.disruption_budget(OWNER, 2)
+    seen = live(budget, maxUnavailable=1)  # an earlier version's budget
+    del seen["spec"]["minAvailable"]
+    fixed = objects.corrected(seen, budget, objects.disruption_budget(2).owned, OWNER)
     assert fixed is not None
-    assert fixed["spec"]["maxUnavailable"] == 1 and "minAvailable" not in fixed["spec"]
+    assert fixed["spec"]["minAvailable"] == 2 and "maxUnavailable" not in fixed["spec"]
 
 
 def test_the_owner_becomes_this_incarnation_and_other_owners_stay() -> None:

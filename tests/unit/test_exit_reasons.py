@@ -2,7 +2,7 @@
 
 import json
 
-from supervisor.kube.pods import pod_last_error
+from supervisor.kube.pods import pod_last_error, unschedulable
 from supervisor.local.etcd_log import last_error_line
 
 
@@ -35,3 +35,20 @@ def test_a_pods_termination_message_tail_or_reason():
     assert pod_last_error(tail) == "fatal: no space"
     assert pod_last_error(pod({"reason": "OOMKilled", "exitCode": 137})) == "OOMKilled"
     assert pod_last_error(None) == ""
+
+
+def test_the_schedulers_reason_for_a_pod_it_cannot_place():
+    message = "0/3 nodes are available: 3 node(s) had volume node affinity conflict."
+    pending = {
+        "spec": {},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            ],
+        },
+    }
+    assert unschedulable(pending) == message
+    assert unschedulable({"spec": {"nodeName": "n1"}, "status": pending["status"]}) == ""  # placed since
+    scheduled = {"spec": {}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
+    assert unschedulable(scheduled) == "" and unschedulable(None) == ""

@@ -115,7 +115,7 @@ def test_every_object_is_owned_by_the_cluster_and_labelled() -> None:
     objs = [
         m.peer_service(OWNER),
         m.client_service(OWNER),
-        m.disruption_budget(OWNER),
+        m.disruption_budget(OWNER, 2),
         m.member_volume_claim(OWNER, spec, "main-0", m.member_urls(REF, "main-0", tls=True)),
         m.member_pod(OWNER, launch(spec)),
     ]
@@ -139,10 +139,12 @@ def test_every_object_is_owned_by_the_cluster_and_labelled() -> None:
         assert member_obj["metadata"]["labels"]["etcd.io/member"] == "main-0"
 
 
-def test_disruption_budget_keeps_quorum() -> None:
-    pdb = m.disruption_budget(OWNER)
-    assert pdb["spec"]["maxUnavailable"] == 1
-    assert pdb["spec"]["selector"]["matchLabels"] == m.member_selector(REF)
+def test_disruption_budget_keeps_quorum_of_the_voters() -> None:
+    pdb = m.disruption_budget(OWNER, 3)
+    assert pdb["spec"]["minAvailable"] == 3 and "maxUnavailable" not in pdb["spec"]
+    assert pdb["spec"]["selector"]["matchLabels"] == {**m.member_selector(REF), "etcd.io/voter": "true"}
+    # Membership not read yet: nothing admitted until it is.
+    assert m.disruption_budget(OWNER, None)["spec"]["minAvailable"] == "100%"
 
 
 def test_official_pod_uses_flags_and_its_own_dns_name() -> None:

@@ -12,7 +12,8 @@ from actors.actions import (
     StartSeed,
     Wait,
 )
-from actors.model import ClusterSpec
+from actors.member_times import Vanishings
+from actors.model import ClusterSpec, Vanished
 from actors.plan import plan
 from tests.unit.facts import ABSENT, EXITED, RUNNING, STARTING, cluster, em, hl, observed, rt, urls
 
@@ -47,6 +48,43 @@ def test_a_learner_whose_first_start_failed_is_started_again_saying_why():
     action = decide(3, [*runtime, exited], [*members, em(1, learner=True, started=False)], health)
     assert isinstance(action, StartMember) and action.name == "demo-1"
     assert action.reason == "learner exited with code 1 (cannot fetch cluster info); start it"
+
+
+def test_a_learner_whose_pod_cannot_be_scheduled_says_why_instead_of_catching_up():
+    runtime, members, health = cluster(1)
+    pending = attrs.evolve(
+        rt(1, STARTING, has_data=False), unschedulable="0/3 nodes are available: 3 Insufficient cpu."
+    )
+    step = decide(3, [*runtime, pending], [*members, em(1, learner=True, started=False)], health)
+    assert step == Wait(
+        "learner demo-1: pod cannot be scheduled: 0/3 nodes are available: 3 Insufficient cpu."
+    )
+
+
+def test_adding_a_member_again_backs_off_while_members_keep_vanishing_from_etcd():
+    runtime, members, health = cluster(1)
+    seen = observed(runtime, members, health)
+    assert plan(ClusterSpec(size=2), seen) == AddLearner("demo-1")
+    once = attrs.evolve(seen, vanished=Vanished("demo-1", 1, 0.0))
+    assert plan(ClusterSpec(size=2), once) == AddLearner("demo-1")  # the first is not held
+    again = attrs.evolve(seen, vanished=Vanished("demo-4", 4, 1.0))
+    assert plan(ClusterSpec(size=2), again) == Wait(
+        "demo-4 vanished from etcd's membership 4 times in a row (removed by something else?);"
+        " adding a member again in 3s"
+    )
+    assert plan(ClusterSpec(size=2), attrs.evolve(again, vanished=Vanished("demo-4", 4, 4.0))) == AddLearner(
+        "demo-1"
+    )
+
+
+def test_vanishings_count_until_a_member_joins():
+    book = Vanishings()
+    assert book.facts(0.0) is None
+    book.vanished("demo-1", 1.0)
+    book.vanished("demo-2", 3.0)
+    assert book.facts(5.0) == Vanished("demo-2", 2, 2.0)
+    book.joined()
+    assert book.facts(6.0) is None
 
 
 def test_a_learner_is_promoted_only_once_caught_up():
