@@ -39,7 +39,6 @@ def local_platform(
         stores=local_stores(manifest_dir, environ),
         verifier=verifiers_or_warn(runtime, scratch_dir),
         requests=requests,
-        certificates=runtime.certificates(),
     )
 
 
@@ -47,8 +46,7 @@ def local_admins(runtime: LocalRuntime, timing: Timing) -> AdminFactory:
     """Each cluster's own etcd admin, with TLS from the cluster's client certificate when TLS is on."""
 
     def admin_for(resource: ClusterResource) -> EtcdAdmin:
-        spec = resource.spec
-        tls = runtime.client_tls_files(resource.ref, spec.certificates) if spec.tls_enabled else None
+        tls = runtime.client_tls_files(resource.ref) if resource.spec.tls_enabled else None
         return EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
 
     return admin_for

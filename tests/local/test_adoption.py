@@ -16,6 +16,7 @@ import trio
 from actors.model import ClusterRef, MemberLaunch, ProcessState
 from supervisor.local import LocalRuntime, open_local_runtime
 from supervisor.local.processes import Adopted, adopt, pid_is_alive, started_as
+from tests.harness.poll import eventually
 from tests.harness.procs import etcd_pids_under
 
 from .conftest import PLAIN, etcdctl, start_seed, wait_healthy, wait_member, wait_running
@@ -162,6 +163,11 @@ async def test_an_adopted_process_is_watched_by_pidfd_or_by_polling_proc() -> No
     for use_pidfd in (True, False):
         sleeper = await trio.lowlevel.open_process(["sleep", "300"])
         try:
+            # The child runs sleep once it has exec'd: recorded before, its argv would be ours.
+            cmdline = Path(f"/proc/{sleeper.pid}/cmdline")
+            await eventually(
+                cmdline.read_bytes, lambda argv: argv.startswith(b"sleep\0"), within=5, what="exec"
+            )
             recorded = started_as(sleeper.pid, ["/bin/sleep", "300"])  # a launcher may differ in argv[0]
             assert recorded is not None
             assert adopt(attrs.evolve(recorded, start_time=recorded.start_time + 1)) is None
