@@ -40,6 +40,7 @@ from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_fo
 from tests.harness.etcd_versions import cache_dir
 
 HOSTS = Path("/etc/hosts")
+_MESSAGE_BYTES = 2048  # the kubelet's cap on a termination message taken from the log
 ETCD = Path(sys.executable).parent / "etcd"  # when the image's version is not built here
 
 
@@ -106,6 +107,7 @@ class Kubelet:
     cluster_domain: str = m.DEFAULT_CLUSTER_DOMAIN  # the operator's --cluster-domain
     pods: dict[str, PodProcess] = attrs.field(factory=dict)
     started: list[str] = attrs.field(factory=list)  # pod names in the order they first ran
+    runs: list[str] = attrs.field(factory=list)  # pod names at every start, a replaced pod's again
     # Pod name -> the message the scheduler gives for it: such a pod is not run, its status says
     # PodScheduled False (Unschedulable) as the scheduler writes it, until the name is dropped.
     unschedulable: dict[str, str] = attrs.field(factory=dict)
@@ -181,7 +183,9 @@ class Kubelet:
         etcd = etcd_for(container["image"])
         proc = subprocess.Popen([str(etcd), *args], stdout=log, stderr=subprocess.STDOUT)  # noqa: ASYNC220
         self.pods[name] = PodProcess(name, pod["metadata"]["uid"], ip, proc)
-        self.started.append(name)
+        self.runs.append(name)
+        if name not in self.started:
+            self.started.append(name)
 
     def _answers(self, pod: PodProcess) -> bool:
         if pod.proc.poll() is not None:
@@ -217,14 +221,7 @@ class Kubelet:
             return
         exited = pod.proc.poll()
         state: dict[str, Any] = (
-            {
-                "terminated": {
-                    # As container runtimes report it: 128 + N for a kill by signal N.
-                    "exitCode": 128 - exited if exited < 0 else exited,
-                    "startedAt": "2026-01-01T00:00:00Z",
-                    "finishedAt": "2026-01-01T00:00:01Z",
-                }
-            }
+            {"terminated": self._terminated(pod, exited)}
             if exited is not None
             else {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
         )
@@ -252,6 +249,20 @@ class Kubelet:
         except KubeError as exc:
             if not (is_not_found(exc) or is_conflict(exc)):  # gone or replaced in between
                 raise
+
+    def _terminated(self, pod: PodProcess, exited: int) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            # As container runtimes report it: 128 + N for a kill by signal N.
+            "exitCode": 128 - exited if exited < 0 else exited,
+            "startedAt": "2026-01-01T00:00:00Z",
+            "finishedAt": "2026-01-01T00:00:01Z",
+        }
+        if exited != 0:
+            # The member pod's terminationMessagePolicy, FallbackToLogsOnError, as the kubelet
+            # applies it: the log's last lines (at most 2 KiB) become the termination message.
+            tail = (self.work / f"{pod.name}.log").read_bytes()[-_MESSAGE_BYTES:]
+            state["message"] = tail.decode(errors="replace")
+        return state
 
     def _kill(self, name: str) -> None:
         pod = self.pods.pop(name)

@@ -128,7 +128,9 @@ async def test_create_bootstraps_one_member_at_a_time_then_scales_through_the_sc
         peer = await admin.get(m.core_path(ns, "services", "demo-peer"))
         assert peer["spec"]["clusterIP"] == "None" and peer["spec"]["publishNotReadyAddresses"] is True
         await admin.get(m.core_path(ns, "services", "demo-client"))
-        assert kubelet.started == ["demo-0", "demo-1", "demo-2"]
+        # First runs only: a joining etcd that could not reach the cluster in time (a loaded
+        # machine) exits, and its pod is replaced; the operator's log then holds the reason.
+        assert kubelet.started == ["demo-0", "demo-1", "demo-2"], kubelet.runs
         reasons = await event_reasons(admin, ns, "demo")
         assert reasons.count("LearnerAdded") == 2 and reasons.count("LearnerPromoted") == 2
         assert reasons.index("SeedStarted") < reasons.index("LearnerAdded")
