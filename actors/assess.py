@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from actors.actions import Action, Step, Wait
 from actors.backup.health import BackupReport, backup_condition
+from actors.certificates import TlsReport, certificates_condition, tls_status
 from actors.maintenance.condition import space_condition
 from actors.model import (
     BackupStatus,
@@ -38,12 +39,15 @@ def assess(
     wall_clock: float | None = None,
     failure: str | None = None,
     last_recovery: LastRecovery | None = None,
+    tls: TlsReport | None = None,
 ) -> ClusterStatus:
     """The status for `observed`, given the phase shown before and the next step.
 
     `problem`: what was wrong with the user's latest edit (the cluster keeps its last good spec and
     says so). `backup`: the backup actor's report, for clusters with spec.backup (judged at `wall_clock`,
-    default `now`). `failure`: why a step that fails the cluster (a restore) failed; Failed until it works.
+    default `now`). `tls`: the renewal child's report, for TLS clusters (status.tls and
+    CertificatesValid, judged at `wall_clock` too). `failure`: why a step that fails the cluster (a
+    restore) failed; Failed until it works.
     """
     healthy_voters = observed.healthy_voters()
     phase = Phase.FAILED if failure else next_phase(previous, spec, observed, converged=step is None)
@@ -61,9 +65,8 @@ def assess(
         space_condition(spec, observed, step),
         *filter(None, [upgrading_condition(spec, observed)]),
     )
-    if spec.backup is not None:
-        at = now if wall_clock is None else wall_clock
-        conditions += (backup_condition(spec.backup, backup, at),)
+    tls_report = tls if spec.tls_enabled else None
+    conditions += _service_conditions(spec, backup, tls_report, now if wall_clock is None else wall_clock)
     if problem:
         message = f"latest spec rejected, still serving the previous one: {problem}"
     return ClusterStatus(
@@ -79,7 +82,20 @@ def assess(
         # change: the version shown stays until one is known, rather than flickering to "".
         version=cluster_version(statuses, observed) or previous_version,
         db_size=largest_db_size(statuses),
+        tls=tls_status(tls_report) if tls_report else None,
     )
+
+
+def _service_conditions(
+    spec: ClusterSpec, backup: BackupReport | None, tls: TlsReport | None, at: float
+) -> tuple[Condition, ...]:
+    """The conditions of what the per-cluster children report: backups, certificates."""
+    out: tuple[Condition, ...] = ()
+    if spec.backup is not None:
+        out += (backup_condition(spec.backup, backup, at),)
+    if tls is not None:
+        out += (certificates_condition(tls, spec.certificates, at),)
+    return out
 
 
 def too_soon_to_tell(previous: Phase | None, observed: Observed) -> bool:

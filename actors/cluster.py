@@ -338,6 +338,7 @@ class ClusterActor(Actor[ClusterMessage]):
             backup=self._reports.backup,
             failure=self._failure,
             last_recovery=self._last_recovery,
+            tls=self._reports.tls,
         )
 
     async def _publish(self, status: ClusterStatus | None) -> None:

@@ -16,6 +16,7 @@ import trio
 from attrs import frozen
 
 from actors.backup.health import BackupReport
+from actors.certificates import TlsReport
 from actors.maintenance.board import MaintenanceBoard
 from actors.member import MemberProbed
 from actors.model import ClusterRef, ClusterResource, ClusterStatus
@@ -58,6 +59,8 @@ class ServiceReports:
         self.maintenance = MaintenanceBoard()  # the defrag round: started by the defrag actor or the plan
         # The last revision the stored delta chunks reach, without a gap from a verified snapshot.
         self.deltas_reach = 0
+        # The certificates the renewal child last read (TLS clusters with generated certificates).
+        self.tls: TlsReport | None = None
 
 
 class ObservedFeed:

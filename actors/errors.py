@@ -64,3 +64,8 @@ class NamespaceTerminating(RuntimeRefused):
 
 class RestoreFailed(StepFailed):
     """The backup to restore a new cluster from is missing, unreadable or corrupt."""
+
+
+class CertificatesRefused(Exception):
+    """A certificate store could not read or renew a cluster's certificates (a file not
+    writable, a Secret update refused). The renewal child reports it and tries again."""

@@ -75,6 +75,36 @@ class ResourceSpec:
     limits: Mapping[str, str] = field(factory=dict)
 
 
+DEFAULT_CERT_VALIDITY = "2160h"  # 90 days
+DEFAULT_CA_VALIDITY = "87600h"  # 10 years
+# The shortest leaf life accepted: short enough for a test to see several renewals, long
+# enough that a renewal (a signature and a file rename) always fits well inside it.
+MIN_CERT_VALIDITY_SECONDS = 30.0
+
+
+@frozen
+class CertificatesSpec:
+    """spec.security.tls.certificates: the lives of the certificates the supervisor generates."""
+
+    validity: str = DEFAULT_CERT_VALIDITY  # each leaf's life
+    renew_before: str | None = None  # renew when this much is left; None: a third of validity
+    ca_validity: str = DEFAULT_CA_VALIDITY
+
+    @property
+    def validity_seconds(self) -> float:
+        return duration_seconds(self.validity)
+
+    @property
+    def renew_before_seconds(self) -> float:
+        if self.renew_before is None:
+            return self.validity_seconds / 3
+        return duration_seconds(self.renew_before)
+
+    @property
+    def ca_validity_seconds(self) -> float:
+        return duration_seconds(self.ca_validity)
+
+
 @frozen
 class HealthSpec:
     # A running member that answers no probe this long is restarted, then replaced.
@@ -252,6 +282,7 @@ class ClusterSpec:
     repository: str = DEFAULT_REPOSITORY
     storage: StorageSpec = field(factory=StorageSpec)
     tls_enabled: bool = True
+    certificates: CertificatesSpec = field(factory=CertificatesSpec)
     resources: ResourceSpec = field(factory=ResourceSpec)
     # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
     debug_sidecar: bool = False
@@ -419,6 +450,26 @@ class LastRecovery:
     time: float  # unix seconds
 
 
+class RotationKind(enum.StrEnum):
+    LEAF = "leaf"
+    CA = "ca"
+
+
+@frozen
+class LastRotation:
+    kind: RotationKind
+    completion_time: float  # unix seconds
+
+
+@frozen
+class TlsStatus:
+    """status.tls: when the certificates in use expire (unix seconds), and the last rotation."""
+
+    ca_not_after: float
+    leaf_not_after: float  # the earliest leaf's
+    last_rotation: LastRotation | None = None
+
+
 @frozen
 class ClusterStatus:
     phase: Phase = Phase.CREATING
@@ -435,6 +486,7 @@ class ClusterStatus:
     # The largest member database file as a quantity ("180.2Mi"): what the quota is measured
     # against, for `kubectl get -o wide` ("" while no member reported one).
     db_size: str = ""
+    tls: TlsStatus | None = None  # TLS clusters, once their certificates were read
 
 
 # --- what the member runtime reports ---------------------------------------------------------

@@ -20,7 +20,8 @@ from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import ROOT_INTENSITY, Fleet, open_fleet
 from actors.model import ClusterResource
 from actors.plan import PLANNERS, Planner
-from actors.ports import ClusterPorts, EtcdAdmin, EventSink, MemberRuntime, StatusSink
+from actors.ports import CertificateStore, ClusterPorts, EtcdAdmin, EventSink, MemberRuntime, StatusSink
+from actors.renewal import renewal_child
 from supervisor.runtime import Intensity
 
 # Opens a cluster's own etcd admin (its endpoints' TLS from the cluster's certificates); the
@@ -49,15 +50,21 @@ class Platform:
     verifier: VerifierFactory | None = None
     # On-demand backups (EtcdBackup); None: scheduled ones only.
     requests: BackupRequests | None = None
+    # The generated certificates of TLS clusters: with it, every cluster runs the renewal child
+    # (actors/renewal.py); None: certificates are never renewed.
+    certificates: CertificateStore | None = None
 
     def ports_for(self, resource: ClusterResource) -> ClusterPorts:
         return ClusterPorts(self.runtime, self.admin_for(resource), self.status, self.events, self.restorer)
 
     def services(self, timing: BackupTiming) -> list[ChildFactory]:
-        """The per-cluster children the platform's ports make possible: backups and deltas."""
+        """The per-cluster children the platform's ports make possible: certificate renewal,
+        backups and deltas."""
+        children = [] if self.certificates is None else [renewal_child(self.certificates)]
         if self.stores is None:
-            return []
+            return children
         return [
+            *children,
             backup_service(self.stores, self.verifier, self.requests, timing),
             delta_service(self.stores, self.verifier, timing),
         ]

@@ -14,6 +14,7 @@ from attrs import frozen
 
 from actors.backup.ports import SeedRestorer
 from actors.backup.records import KvHash, SnapshotTaken
+from actors.certificates import CertificateState
 from actors.measurements import Measurement
 from actors.model import (
     ClusterRef,
@@ -156,6 +157,21 @@ class EtcdAdmin(Protocol):
 
     async def aclose(self) -> None:
         """Close the connections; whoever opened the admin closes it."""
+        ...
+
+
+class CertificateStore(Protocol):
+    """Where a mode keeps its TLS clusters' generated certificates (local: files under the
+    cluster's directory; Kubernetes: the cluster's TLS Secret). The renewal child
+    (actors/renewal.py) decides; the store only reads and re-signs."""
+
+    async def read(self, cluster: ClusterRef) -> CertificateState | None:
+        """The CA and every leaf in use, or None while the cluster has no certificates yet."""
+        ...
+
+    async def renew(self, cluster: ClusterRef, names: Sequence[str], lifetime: float) -> None:
+        """Re-sign the named leaves with the same CA for `lifetime` seconds, in place, so that
+        whoever reads them (etcd at each handshake, our clients) never sees half of a pair."""
         ...
 
 

@@ -93,6 +93,28 @@ def issue(
     return KeyPair(cert=builder.sign(ca.key, hashes.SHA256()), key=key)
 
 
+def dates(cert: x509.Certificate) -> tuple[float, float]:
+    """(when it was signed, when it expires) in unix seconds: notBefore less the backdating."""
+    return (cert.not_valid_before_utc + BACKDATE).timestamp(), cert.not_valid_after_utc.timestamp()
+
+
+def reissue(
+    ca: KeyPair, leaf: x509.Certificate, *, now: dt.datetime, lifetime: dt.timedelta
+) -> x509.Certificate:
+    """`leaf` signed again by `ca` for a new life: same subject, key and extensions.
+
+    The key is kept on purpose: a renewal then only swaps the certificate file, and a reader
+    that loads the pair at any moment (etcd at each handshake reads the certificate and the key
+    as two files) gets either the old or the new certificate, each matching the key it reads.
+    """
+    # Never past the CA's own end: a chain is only as good as its shortest link.
+    lifetime = min(lifetime, ca.cert.not_valid_after_utc - now)
+    builder = _builder(leaf.subject, ca.cert.subject, leaf.public_key(), now=now, lifetime=lifetime)  # type: ignore[arg-type]
+    for extension in leaf.extensions:
+        builder = builder.add_extension(extension.value, critical=extension.critical)
+    return builder.sign(ca.key, hashes.SHA256())
+
+
 def _builder(
     subject: x509.Name,
     issuer: x509.Name,

@@ -10,6 +10,8 @@ from typing import Any
 from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
 from actors.model import (
+    DEFAULT_CA_VALIDITY,
+    DEFAULT_CERT_VALIDITY,
     DEFAULT_FRAGMENTATION_RATIO,
     DEFAULT_MIN_RECLAIM,
     DEFAULT_REPOSITORY,
@@ -19,9 +21,11 @@ from actors.model import (
     DEFAULT_VERSION,
     DURATION_PATTERN,
     MAX_SIZE,
+    MIN_CERT_VALIDITY_SECONDS,
     MIN_SIZE,
     AutoCompactionSpec,
     BackupSpec,
+    CertificatesSpec,
     ClusterSpec,
     CompactionMode,
     DefragSpec,
@@ -91,7 +95,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
     )
 
     security = r.mapping(spec, "security", "spec.security", {"tls"})
-    tls = r.mapping(security, "tls", "spec.security.tls", {"enabled"})
+    tls = r.mapping(security, "tls", "spec.security.tls", {"enabled", "certificates"})
     resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
     debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
     health = r.mapping(spec, "health", "spec.health", {"unresponsiveAfter"})
@@ -102,6 +106,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         repository=repository,
         storage=storage,
         tls_enabled=r.boolean(tls, "enabled", "spec.security.tls.enabled", True),
+        certificates=_certificates(tls, r),
         resources=ResourceSpec(
             requests=r.string_map(resources_doc, "requests", "spec.resources.requests"),
             limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),
@@ -113,6 +118,41 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         maintenance=parse_maintenance(spec, r),
         disaster_recovery=_disaster_recovery(spec, r),
     )
+
+
+CERTIFICATES = "spec.security.tls.certificates"
+
+
+def _certificates(tls: Mapping[str, Any], r: Reader) -> CertificatesSpec:
+    doc = r.mapping(tls, "certificates", CERTIFICATES, {"validity", "renewBefore", "caValidity"})
+    validity = _positive_duration(r, doc, "validity", DEFAULT_CERT_VALIDITY, MIN_CERT_VALIDITY_SECONDS)
+    ca_validity = _positive_duration(r, doc, "caValidity", DEFAULT_CA_VALIDITY, MIN_CERT_VALIDITY_SECONDS)
+    renew_before = None
+    if doc.get("renewBefore") is not None:
+        renew_before = _positive_duration(r, doc, "renewBefore", "1s", 1.0)
+    spec = CertificatesSpec(validity=validity, renew_before=renew_before, ca_validity=ca_validity)
+    if spec.renew_before_seconds >= spec.validity_seconds:
+        r.fail(
+            f"{CERTIFICATES}.renewBefore",
+            f"must be shorter than validity ({renew_before} is not shorter than {validity})",
+        )
+    if spec.ca_validity_seconds <= spec.validity_seconds:
+        r.fail(
+            f"{CERTIFICATES}.caValidity",
+            f"must be longer than validity, leaves never outlive their CA"
+            f" ({ca_validity} is not longer than {validity})",
+        )
+    return spec
+
+
+def _positive_duration(r: Reader, doc: Mapping[str, Any], key: str, default: str, least: float) -> str:
+    path = f"{CERTIFICATES}.{key}"
+    value = r.string(doc, key, path, default) or ""
+    if not DURATION_PATTERN.match(value) or duration_seconds(value) < least:
+        shortest = f"{least:g}s"
+        r.fail(path, f"must be a positive duration of at least {shortest} such as 2160h (got {value!r})")
+        return default
+    return value
 
 
 def _disaster_recovery(spec: Mapping[str, Any], r: Reader) -> DisasterRecoverySpec:

@@ -15,6 +15,7 @@ from actors.model import (
     EtcdBackupStatus,
     LastRecovery,
     MemberStatus,
+    TlsStatus,
 )
 
 
@@ -84,6 +85,21 @@ def status_to_dict(status: ClusterStatus) -> dict[str, Any]:
         out["backup"] = _backup_to_dict(status.backup)
     if status.last_recovery is not None:
         out["lastRecovery"] = _recovery_to_dict(status.last_recovery)
+    if status.tls is not None:
+        out["tls"] = _tls_to_dict(status.tls)
+    return out
+
+
+def _tls_to_dict(tls: TlsStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "caNotAfter": _rfc3339(tls.ca_not_after),
+        "leafNotAfter": _rfc3339(tls.leaf_not_after),
+    }
+    if tls.last_rotation is not None:
+        out["lastRotation"] = {
+            "kind": tls.last_rotation.kind.value,
+            "completionTime": _rfc3339(tls.last_rotation.completion_time),
+        }
     return out
 
 

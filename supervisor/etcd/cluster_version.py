@@ -19,7 +19,7 @@ from functools import partial
 
 import trio
 
-from .tls import TlsFiles
+from .tls import FollowingContext, TlsFiles
 
 # A member that does not answer this fast is left out: the caller falls back to what the
 # members' own versions imply.
@@ -31,8 +31,9 @@ class ClusterVersionReader:
     """GET <client URL>/version."""
 
     def __init__(self, tls: TlsFiles | None) -> None:
-        context = (tls or TlsFiles()).ssl_context()
-        context.set_alpn_protocols(["http/1.1"])  # the gRPC context asks for h2 only
+        # The gRPC context asks for h2 only; the certificate follows renewals.
+        self._context = FollowingContext(tls or TlsFiles(), alpn="http/1.1")
+        context = self._context.current()
         # No proxy from the environment: members are reached directly, as over gRPC.
         self._opener = urllib.request.build_opener(
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
@@ -48,6 +49,7 @@ class ClusterVersionReader:
             return answer
         answer = ""
         url = client_url.rstrip("/") + "/version"
+        self._context.current()  # a renewed client certificate, for the connection made below
         with trio.move_on_after(TIME_LIMIT * 2):
             try:
                 answer = await trio.to_thread.run_sync(partial(self._get, url), abandon_on_cancel=True)

@@ -39,3 +39,35 @@ class TlsFiles:
         # gRPC servers speak HTTP/2 only and newer ones insist on ALPN saying so.
         context.set_alpn_protocols(["h2"])
         return context
+
+
+class FollowingContext:
+    """An SSL context whose client certificate follows its file: a renewed certificate
+    (supervisor/local/tls.py, the Kubernetes Secret's copy in supervisor/kube/secret_tls.py) is
+    loaded into the same context, so every connection made after it presents the new one.
+
+    Renewal keeps the key, so the pair loaded is always whole. Connections already open keep
+    what they presented at their handshake, which TLS does not check again.
+    """
+
+    def __init__(self, tls: TlsFiles, alpn: str = "h2") -> None:
+        self._tls = tls
+        self._context = tls.ssl_context()
+        self._context.set_alpn_protocols([alpn])
+        self._stamp = self._stat()
+
+    def current(self) -> ssl.SSLContext:
+        stamp = self._stat()
+        if stamp != self._stamp and self._tls.cert_file is not None and self._tls.key_file is not None:
+            self._context.load_cert_chain(str(self._tls.cert_file), str(self._tls.key_file))
+            self._stamp = stamp
+        return self._context
+
+    def _stat(self) -> tuple[int, int] | None:
+        if self._tls.cert_file is None:
+            return None
+        try:
+            st = self._tls.cert_file.stat()
+        except OSError:
+            return None  # being replaced: keep what is loaded, look again next time
+        return st.st_mtime_ns, st.st_ino

@@ -20,7 +20,7 @@ from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
 from . import frame_repr
 from .errors import EtcdConnectionError, EtcdError, EtcdTimeout, EtcdTlsError, error_from_status
-from .tls import TlsFiles
+from .tls import FollowingContext, TlsFiles
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class ChannelPool:
 
     def __init__(self, tls: TlsFiles | None) -> None:
         self._tls = tls
-        self._ssl_context: ssl.SSLContext | None = None
+        self._ssl_context: FollowingContext | None = None
         self._channels: dict[str, Channel] = {}
         self._users: dict[Channel, int] = {}  # calls and streams running on each channel
 
@@ -74,12 +74,16 @@ class ChannelPool:
         return self._tls.server_name if self._tls else None
 
     def ssl_context(self) -> ssl.SSLContext:
+        """The one context of every channel, its client certificate re-read when renewed."""
         if self._ssl_context is None:
-            self._ssl_context = (self._tls or TlsFiles()).ssl_context()
-        return self._ssl_context
+            self._ssl_context = FollowingContext(self._tls or TlsFiles())
+        return self._ssl_context.current()
 
     def get(self, endpoint: Endpoint) -> Channel:
         channel = self._channels.get(endpoint.url)
+        if endpoint.secure:
+            # An open channel keeps the context: a reconnect then presents a renewed certificate.
+            self.ssl_context()
         if channel is None:
             config = Configuration(
                 http2_connection_window_size=_WINDOW,

@@ -21,7 +21,7 @@ from typing import Any
 
 from attrs import frozen
 
-from actors.model import KIND, ClusterSpec
+from actors.model import KIND, CertificatesSpec, ClusterSpec
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_conflict
 from supervisor.kube.tls import generate_cluster_tls
@@ -83,9 +83,14 @@ def disruption_budget(min_available: int | None = None) -> ClusterObject:
     )
 
 
-def tls_secret(*, cluster_domain: str, now: Callable[[], dt.datetime]) -> ClusterObject:
+def tls_secret(
+    *, cluster_domain: str, now: Callable[[], dt.datetime], certificates: CertificatesSpec | None = None
+) -> ClusterObject:
     def material(owner: m.Owner) -> Mapping[str, str]:
-        return generate_cluster_tls(owner.ref, now=now(), cluster_domain=cluster_domain).secret_data()
+        made = generate_cluster_tls(
+            owner.ref, now=now(), cluster_domain=cluster_domain, certificates=certificates
+        )
+        return made.secret_data()
 
     return ClusterObject(
         "TLS Secret",
@@ -106,7 +111,7 @@ def cluster_objects(
     disruption budget's, from the membership last read (None: not read yet)."""
     out = [peer_service(), client_service(), disruption_budget(min_available)]
     if spec.tls_enabled:
-        out.append(tls_secret(cluster_domain=cluster_domain, now=now))
+        out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
     return out
 
 

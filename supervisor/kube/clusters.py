@@ -46,6 +46,7 @@ from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolver
 from supervisor.kube.backups import pod_verifiers, secret_stores
+from supervisor.kube.certificates import KubeCertificates
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.refusals import refusals_fail_the_step
@@ -233,6 +234,7 @@ class KubeClusters:
             stores=stores,
             verifier=pod_verifiers(ports.client, image, tls_files),
             requests=requests,
+            certificates=KubeCertificates(ports.client, self._tls_root),
         )
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:

@@ -13,12 +13,9 @@ import datetime as dt
 
 from attrs import frozen
 
-from actors.model import ClusterRef
+from actors.model import CertificatesSpec, ClusterRef
 from supervisor import pki
 from supervisor.kube import manifests
-
-CA_LIFETIME = dt.timedelta(days=3650)
-LEAF_LIFETIME = dt.timedelta(days=365)
 
 
 @frozen
@@ -40,19 +37,27 @@ def member_dns_names(ref: ClusterRef, cluster_domain: str = manifests.DEFAULT_CL
 
 
 def generate_cluster_tls(
-    ref: ClusterRef, *, now: dt.datetime, cluster_domain: str = manifests.DEFAULT_CLUSTER_DOMAIN
+    ref: ClusterRef,
+    *,
+    now: dt.datetime,
+    cluster_domain: str = manifests.DEFAULT_CLUSTER_DOMAIN,
+    certificates: CertificatesSpec | None = None,
 ) -> TlsMaterial:
-    """A new CA and the certificates signed by it.
+    """A new CA and the certificates signed by it, for the lives `certificates` sets (the CA's
+    caValidity, each leaf's validity; supervisor/kube/certificates.py renews the leaves).
 
     The SANs follow cluster_domain once, at creation: the Secret is never regenerated while it
     exists (running members trust its CA), so the domain must not change over a cluster's life.
     """
-    ca = pki.new_ca(f"etcd-ca {ref.name}", now=now, lifetime=CA_LIFETIME, unit=ref.namespace)
+    lives = certificates or CertificatesSpec()
+    leaf_lifetime = dt.timedelta(seconds=lives.validity_seconds)
+    ca_lifetime = dt.timedelta(seconds=lives.ca_validity_seconds)
+    ca = pki.new_ca(f"etcd-ca {ref.name}", now=now, lifetime=ca_lifetime, unit=ref.namespace)
     member = pki.issue(
         ca,
         f"etcd-member {ref.name}",
         now=now,
-        lifetime=LEAF_LIFETIME,
+        lifetime=leaf_lifetime,
         dns=member_dns_names(ref, cluster_domain),
         ips=["127.0.0.1"],
         # Peers present the same certificate as clients of each other: both usages.
@@ -60,7 +65,7 @@ def generate_cluster_tls(
         client_auth=True,
     )
     client = pki.issue(
-        ca, "etcd-supervisor", now=now, lifetime=LEAF_LIFETIME, server_auth=False, client_auth=True
+        ca, "etcd-supervisor", now=now, lifetime=leaf_lifetime, server_auth=False, client_auth=True
     )
     return TlsMaterial(
         files={

@@ -117,7 +117,14 @@ async def open_local_supervisor(
     recorder = Recorder()
     async with open_asyncio_loop(), open_local_runtime(state_dir, etcd_dir=etcd_dir) as runtime:
         restorer = LocalRestorer(runtime, stores) if stores is not None else None
-        platform = Platform(runtime, recorder, recorder, local_admins(runtime, timing), restorer)
+        platform = Platform(
+            runtime,
+            recorder,
+            recorder,
+            local_admins(runtime, timing),
+            restorer,
+            certificates=runtime.certificates(),
+        )
         async with open_supervisor(
             wrap(platform) if wrap else platform,
             name="test-root",

@@ -39,6 +39,7 @@ def local_platform(
         stores=local_stores(manifest_dir, environ),
         verifier=verifiers_or_warn(runtime, scratch_dir),
         requests=requests,
+        certificates=runtime.certificates(),
     )
 
 
@@ -46,7 +47,8 @@ def local_admins(runtime: LocalRuntime, timing: Timing) -> AdminFactory:
     """Each cluster's own etcd admin, with TLS from the cluster's client certificate when TLS is on."""
 
     def admin_for(resource: ClusterResource) -> EtcdAdmin:
-        tls = runtime.client_tls_files(resource.ref) if resource.spec.tls_enabled else None
+        spec = resource.spec
+        tls = runtime.client_tls_files(resource.ref, spec.certificates) if spec.tls_enabled else None
         return EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
 
     return admin_for

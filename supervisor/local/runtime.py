@@ -26,6 +26,7 @@ from attrs import define, frozen
 from actors.errors import StepFailed
 from actors.model import (
     DEFAULT_VERSION,
+    CertificatesSpec,
     ClusterRef,
     ClusterSpec,
     MemberConfig,
@@ -52,7 +53,7 @@ from supervisor.local.layout import (
     record_process,
     write_json_atomically,
 )
-from supervisor.local.tls import ensure_ca, ensure_leaf
+from supervisor.local.tls import CLIENT, MEMBER_STEM, LocalCertificates, ensure_ca, ensure_leaf
 from supervisor.member_subscribers import MemberSubscribers
 
 log = logging.getLogger(__name__)
@@ -141,14 +142,26 @@ class LocalRuntime:
         """The default version's etcd (what backups verify with); may not exist yet."""
         return self.builds.directory(DEFAULT_VERSION) / "etcd"
 
-    def client_tls_files(self, cluster: ClusterRef) -> TlsFiles:
+    def client_tls_files(self, cluster: ClusterRef, certificates: CertificatesSpec | None = None) -> TlsFiles:
         """CA, client cert and key for talking to a TLS cluster's members.
 
         Created on first call, so the daemon can build its etcd client before any member starts.
         """
         layout = self._layout.cluster(cluster)
-        ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {cluster}")
-        return ensure_leaf(ca, layout.tls_dir, stem="client", common_name="etcd-supervisor", server=False)
+        certificates = certificates or CertificatesSpec()
+        ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {cluster}", certificates=certificates)
+        return ensure_leaf(
+            ca,
+            layout.tls_dir,
+            stem=CLIENT,
+            common_name="etcd-supervisor",
+            server=False,
+            certificates=certificates,
+        )
+
+    def certificates(self) -> LocalCertificates:
+        """The CertificateStore over this runtime's clusters (for the renewal child)."""
+        return LocalCertificates(self._layout.state_dir)
 
     def member_dir(self, cluster: ClusterRef, name: str) -> Path:
         return self._layout.member(cluster, name).root
@@ -312,9 +325,19 @@ class LocalRuntime:
 
     def _member_tls(self, launch: MemberLaunch) -> TlsFiles:
         layout = self._layout.cluster(launch.cluster)
-        ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {launch.cluster}")
+        certificates = launch.spec.certificates
+        ca = ensure_ca(
+            layout.tls_dir, common_name=f"etcd-supervisor CA {launch.cluster}", certificates=certificates
+        )
         member = layout.member(launch.name)
-        return ensure_leaf(ca, member.tls_dir, stem="member", common_name=launch.name, server=True)
+        return ensure_leaf(
+            ca,
+            member.tls_dir,
+            stem=MEMBER_STEM,
+            common_name=launch.name,
+            server=True,
+            certificates=certificates,
+        )
 
     async def _watch_process(self, key: _MemberKey, proc: _Process) -> None:
         async with trio.open_nursery() as nursery:

@@ -47,6 +47,8 @@ EVENT_OPERATIONS: dict[str, tuple[str, str]] = {
     "DeltaBackupVerified": ("delta_verification", "succeeded"),
     "DeltaVerificationFailed": ("delta_verification", "failed"),
     "DeltaVerificationSkipped": ("delta_verification", "skipped"),
+    "CertificatesRenewed": ("certificate_renewal", "succeeded"),
+    "CertificatesRenewalFailed": ("certificate_renewal", "failed"),
 }
 
 BACKUP_BUCKETS = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -278,6 +280,11 @@ class _ClusterCollector(Collector):
             f"{PREFIX}_cluster_phase", "1, labelled with the cluster's phase", labels=(*CLUSTER, "phase")
         )
         healthy = GaugeMetricFamily(f"{PREFIX}_member_healthy", "1 when the member answers", labels=MEMBER)
+        expiry = GaugeMetricFamily(
+            f"{PREFIX}_certificate_expiry_timestamp_seconds",
+            "When the cluster's CA (kind=ca) and its earliest leaf certificate (kind=leaf) expire",
+            labels=(*CLUSTER, "kind"),
+        )
         backups = _BackupFamilies()
         for ref, status in sorted(self._metrics.statuses.items()):
             labels = _labels(ref)
@@ -289,7 +296,10 @@ class _ClusterCollector(Collector):
                 healthy.add_metric((*labels, m.name), 1.0 if m.healthy else 0.0)
             if status.backup is not None:
                 backups.add(labels, status, verify=self._metrics.verifies(ref))
-        yield from (ready, phase, healthy, *backups.families())
+            if status.tls is not None:  # status.tls, as the renewal child last read it
+                expiry.add_metric((*labels, "ca"), status.tls.ca_not_after)
+                expiry.add_metric((*labels, "leaf"), status.tls.leaf_not_after)
+        yield from (ready, phase, healthy, expiry, *backups.families())
 
     def _from_observed(self) -> Iterator[Metric]:
         desired = GaugeMetricFamily(f"{PREFIX}_cluster_desired_members", "spec.size", labels=CLUSTER)

@@ -125,3 +125,44 @@ def test_the_board_shows_the_command_as_typed_here(tmp_path, monkeypatch):
     assert elsewhere(ClusterRef("apps", "cache")) == (
         "eval \"$(etcd-supervisor local env apps/cache --state-dir '/srv/etcd state')\""
     )
+
+
+RENEWING = """\
+apiVersion: etcd.io/v1alpha1
+kind: EtcdCluster
+metadata: {name: short, namespace: default}
+spec:
+  size: 1
+  security: {tls: {enabled: true, certificates: {validity: 40s, renewBefore: 25s}}}
+"""
+
+
+def test_local_env_printed_before_a_renewal_still_gets_in_after_it(workdir):
+    (workdir / "c.yaml").write_text(RENEWING)
+    env = f"{CLI} local env default/short --state-dir st"
+    daemon = start_relative(workdir, "c.yaml", "st")
+    try:
+        first = wait_status(workdir / "st", "short", lambda s: healthy(1)(s) and "tls" in s)
+        assert "lastRotation" not in first["tls"]
+        exports = shell(workdir, env).stdout  # what a person's shell holds from now on
+        # Leaves live 40 s and are renewed with 25 s left: in ~15 s, the daemon's status says so.
+        renewed = wait_status(
+            workdir / "st",
+            "short",
+            lambda s: (
+                "lastRotation" in s.get("tls", {}) and s["tls"]["leafNotAfter"] > first["tls"]["leafNotAfter"]
+            ),
+            timeout=45,
+        )
+        assert renewed["tls"]["lastRotation"]["kind"] == "leaf"
+        valid = {c["type"]: c for c in renewed["conditions"]}["CertificatesValid"]
+        assert (valid["status"], valid["reason"]) == ("True", "Valid")
+        done = shell(
+            workdir, f"{exports}\n{ETCDCTL} put after renewal && {ETCDCTL} get after --print-value-only"
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == ["OK", "renewal"]
+        assert shell(workdir, env).stdout == exports  # the same paths, now holding the new certificate
+    finally:
+        stop(daemon)
+    assert etcd_pids_under(workdir / "st") == []

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import attrs
 import pytest
+from cryptography import x509
 
+from supervisor import pki
 from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
 from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.etcd.errors import EtcdConnectionError
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 
 
@@ -95,3 +101,32 @@ async def test_snapshot_over_tls_needs_the_client_certificate(
     async with open_etcd_client(cluster.endpoints, tls=no_ca) as untrusting:
         with pytest.raises(EtcdTlsError):
             await untrusting.snapshot(sink, endpoint=cluster.endpoints[0])
+
+
+async def test_a_client_presents_its_renewed_certificate_without_being_reopened(
+    cluster: EtcdCluster, asyncio_loop: None, tmp_path: Path
+) -> None:
+    """The supervisor's clients live as long as the cluster: a certificate renewed on disk (same
+    key, new dates, replaced by a rename, supervisor/local/tls.py) is what their next
+    connection presents. Here the client starts with an expired one, which etcd refuses."""
+    files = cluster.tls
+    assert files is not None
+    ca = pki.KeyPair.from_pem(files.ca.read_bytes(), (files.ca.parent / "ca-key.pem").read_bytes())
+    current = x509.load_pem_x509_certificate(files.client_cert.read_bytes())
+    cert, key = tmp_path / "client.crt", tmp_path / "client.key"
+    key.write_bytes(files.client_key.read_bytes())
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
+    expired = pki.reissue(ca, current, now=past, lifetime=dt.timedelta(hours=1))
+    cert.write_bytes(attrs.evolve(ca, cert=expired).cert_pem())
+    tls = TlsFiles(ca_file=files.ca, cert_file=cert, key_file=key)
+    async with open_etcd_client(cluster.endpoints, tls=tls, call_timeout=5) as client:
+        # With TLS 1.3 the server checks a client's certificate after the client has finished
+        # its handshake: the refusal arrives as the connection closing.
+        with pytest.raises((EtcdTlsError, EtcdConnectionError)):
+            await client.put(b"/tls/renewed", b"v")
+        renewed = pki.reissue(ca, current, now=dt.datetime.now(dt.UTC), lifetime=dt.timedelta(hours=1))
+        aside = tmp_path / ".client.crt.tmp"
+        aside.write_bytes(attrs.evolve(ca, cert=renewed).cert_pem())
+        os.replace(aside, cert)
+        await client.put(b"/tls/renewed", b"v")
+        assert await client.get(b"/tls/renewed") == b"v"

@@ -182,6 +182,8 @@ def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
         client_key=directory / "client-key.pem",
     )
     files.ca.write_bytes(ca.cert_pem())
+    # Kept for tests that sign again with the same CA (a renewed client certificate).
+    (directory / "ca-key.pem").write_bytes(ca.key_pem())
     files.server_cert.write_bytes(server.cert_pem())
     files.server_key.write_bytes(server.key_pem())
     files.client_cert.write_bytes(client.cert_pem())

@@ -56,7 +56,7 @@ EXPECTED_DEFAULT_SPEC = {
     "version": "3.5.35",
     "repository": "quay.io/coreos/etcd",
     "storage": {"size": "10Gi", "reclaimPolicy": "Retain"},
-    "security": {"tls": {"enabled": True}},
+    "security": {"tls": {"enabled": True, "certificates": {"validity": "2160h", "caValidity": "87600h"}}},
     "debug": {"networkSidecar": False},
     "health": {"unresponsiveAfter": "30s"},
     "disasterRecovery": {"mode": "Manual"},
@@ -77,7 +77,7 @@ def test_partial_nested_objects_are_completed(server: KubeAPIServer, kube_namesp
     got = get(server, kube_namespace, "partial")["spec"]
     assert got["size"] == 5
     assert got["storage"] == {"size": "10Gi", "reclaimPolicy": "Retain", "storageClassName": "fast"}
-    assert got["security"] == {"tls": {"enabled": True}}
+    assert got["security"] == EXPECTED_DEFAULT_SPEC["security"]
 
 
 def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespace: str) -> None:
@@ -86,7 +86,12 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
         "version": "3.4.34",
         "repository": "localhost:5000/mirror/bitnami/etcd",
         "storage": {"size": "512Mi", "storageClassName": "standard", "reclaimPolicy": "Delete"},
-        "security": {"tls": {"enabled": False}},
+        "security": {
+            "tls": {
+                "enabled": False,
+                "certificates": {"validity": "720h", "renewBefore": "240h", "caValidity": "43800h"},
+            }
+        },
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
         "debug": {"networkSidecar": True},
         "health": {"unresponsiveAfter": "2m"},
@@ -136,6 +141,26 @@ REJECTED = {
         {"security": {"tls": {"enabled": "yes"}}},
         "spec.security.tls.enabled",
         "must be of type boolean",
+    ),
+    "certificates-too-short": (
+        {"security": {"tls": {"certificates": {"validity": "10s"}}}},
+        "spec.security.tls.certificates.validity",
+        "at least 30s",
+    ),
+    "certificates-renew-after-expiry": (
+        {"security": {"tls": {"certificates": {"validity": "1h", "renewBefore": "2h"}}}},
+        "spec.security.tls.certificates.renewBefore",
+        "shorter than validity",
+    ),
+    "certificates-ca-shorter-than-leaves": (
+        {"security": {"tls": {"certificates": {"validity": "100h", "caValidity": "50h"}}}},
+        "spec.security.tls.certificates.caValidity",
+        "longer than validity",
+    ),
+    "certificates-word": (
+        {"security": {"tls": {"certificates": {"validity": "90 days"}}}},
+        "spec.security.tls.certificates.validity",
+        "should match",
     ),
     "resources-bad-quantity": (
         {"resources": {"requests": {"memory": "lots"}}},

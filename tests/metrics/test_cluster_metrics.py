@@ -47,6 +47,8 @@ def test_event_reasons_name_operations_and_results() -> None:
     assert operation_of("AddLearnerFailed") == ("AddLearner", "failed")
     assert operation_of("BackupFailed") == ("backup", "failed")
     assert operation_of("DeltaVerificationFailed") == ("delta_verification", "failed")
+    assert operation_of("CertificatesRenewed") == ("certificate_renewal", "succeeded")
+    assert operation_of("CertificatesRenewalFailed") == ("certificate_renewal", "failed")
     assert operation_of("PhaseRunning") is None
     assert operation_of("LeaderMoved") == ("MoveLeader", "succeeded")  # not MoveLeaderToDefrag
     assert operation_of("MemberDefragmented") == ("DefragMember", "succeeded")
@@ -126,3 +128,17 @@ async def test_statuses_and_events_become_series_and_pass_through() -> None:
     assert get("etcd_supervisor_cluster_ready_members", LABELS) is None
     assert get("etcd_supervisor_operations_total", ok) is None
     assert get(verifications, {**LABELS, "result": "passed"}) is None
+
+
+async def test_certificate_expiry_is_read_from_status_tls() -> None:
+    from actors.model import TlsStatus
+
+    registry, inner = CollectorRegistry(), Recorder()
+    metrics = ClusterMetrics(registry, inner, inner)
+    get = registry.get_sample_value
+    name = "etcd_supervisor_certificate_expiry_timestamp_seconds"
+    await metrics.publish(REF, status(("demo-0", Role.LEADER, True)))
+    assert get(name, {**LABELS, "kind": "leaf"}) is None  # no status.tls yet: no series
+    await metrics.publish(REF, ClusterStatus(tls=TlsStatus(ca_not_after=2e9, leaf_not_after=1.8e9)))
+    assert get(name, {**LABELS, "kind": "ca"}) == 2e9
+    assert get(name, {**LABELS, "kind": "leaf"}) == 1.8e9

@@ -152,6 +152,26 @@ def test_a_cluster_refused_at_creation_shows_why_and_runs_nothing():
     )
 
 
+def test_a_tls_cluster_shows_its_certificates_and_whether_they_are_valid():
+    from actors.certificates import Certificate, CertificateState, TlsReport
+
+    report = TlsReport(
+        CertificateState(Certificate("ca", 0.0, 10_000.0), (Certificate("demo-0", 0.0, 30.0),))
+    )
+
+    def with_tls(spec: ClusterSpec):
+        return assess(
+            spec, observed(*cluster(3)), previous=Phase.RUNNING, generation=1, step=None, now=50.0, tls=report
+        )
+
+    result = with_tls(ClusterSpec(size=3))
+    assert result.tls is not None and (result.tls.ca_not_after, result.tls.leaf_not_after) == (10_000.0, 30.0)
+    valid = {c.type: c for c in result.conditions}["CertificatesValid"]
+    assert (valid.status, valid.reason) == ("False", "CertificateExpired")
+    plain = with_tls(ClusterSpec(size=3, tls_enabled=False))
+    assert plain.tls is None and "CertificatesValid" not in {c.type for c in plain.conditions}
+
+
 def test_a_cluster_version_unknown_for_a_moment_keeps_the_one_shown():
     # Mid-rollout, under load: the leader's answer is stale and a restarting member has no
     # version yet. The status keeps the version it showed instead of flickering to "".

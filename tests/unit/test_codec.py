@@ -189,3 +189,57 @@ def test_the_members_a_status_lists_are_recorded_and_a_malformed_status_is_ignor
     assert parse_cluster(doc()).recorded_members == ()
     for status in ("Running", {"members": "demo-0"}, {"members": [{"name": 7}, "x", {}]}):
         assert parse_cluster({**doc(), "status": status}).recorded_members == ()
+
+
+def certificates(**fields):
+    return doc({"security": {"tls": {"certificates": fields}}})
+
+
+def test_certificates_default_to_90_days_a_third_and_ten_years() -> None:
+    spec = parse_cluster(doc()).spec.certificates
+    assert (spec.validity, spec.renew_before, spec.ca_validity) == ("2160h", None, "87600h")
+    assert spec.renew_before_seconds == 30 * 24 * 3600
+
+
+def test_short_certificate_lives_are_accepted_down_to_30s() -> None:
+    spec = parse_cluster(certificates(validity="40s", renewBefore="25s")).spec.certificates
+    assert (spec.validity_seconds, spec.renew_before_seconds) == (40, 25)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"validity": "0s"}, "spec.security.tls.certificates.validity", "positive duration of at least 30s"),
+        ({"validity": "10s"}, "spec.security.tls.certificates.validity", "at least 30s"),
+        ({"validity": "90 days"}, "spec.security.tls.certificates.validity", "such as 2160h"),
+        ({"renewBefore": "0s"}, "spec.security.tls.certificates.renewBefore", "positive duration"),
+        (
+            {"validity": "1h", "renewBefore": "1h"},
+            "spec.security.tls.certificates.renewBefore",
+            "shorter than validity",
+        ),
+        (
+            {"validity": "100h", "caValidity": "100h"},
+            "spec.security.tls.certificates.caValidity",
+            "longer than validity",
+        ),
+        ({"caValidity": "-5h"}, "spec.security.tls.certificates.caValidity", "positive duration"),
+        ({"lifetime": "5h"}, "spec.security.tls.certificates.lifetime", "unknown field"),
+    ],
+)
+def test_bad_certificate_lives_name_the_field_and_the_rule(fields, field, words) -> None:
+    errors = errors_of(certificates(**fields))
+    assert field in errors
+    assert words in errors[field]
+
+
+def test_status_tls_is_written_with_rfc3339_times() -> None:
+    from actors.model import LastRotation, RotationKind, TlsStatus
+
+    status = ClusterStatus(tls=TlsStatus(0.0, 60.0, LastRotation(RotationKind.LEAF, 30.0)))
+    assert status_to_dict(status)["tls"] == {
+        "caNotAfter": "1970-01-01T00:00:00Z",
+        "leafNotAfter": "1970-01-01T00:01:00Z",
+        "lastRotation": {"kind": "leaf", "completionTime": "1970-01-01T00:00:30Z"},
+    }
+    assert "tls" not in status_to_dict(ClusterStatus())

@@ -28,6 +28,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "repository": ("repository",),
     "storage": ("storage",),
     "tls_enabled": ("security", "tls", "enabled"),
+    "certificates": ("security", "tls", "certificates"),
     "resources": ("resources",),
     "debug_sidecar": ("debug", "networkSidecar"),
     "health": ("health",),

@@ -115,3 +115,21 @@ def test_a_chain_check_accepts_the_server_leaf_for_its_names(
 
     verifier = PolicyBuilder().store(Store([ca.cert])).time(NOW).build_server_verifier(name)
     assert verifier.verify(member.cert, [])[-1] == ca.cert
+
+
+def test_a_reissued_leaf_keeps_its_key_names_and_usages_for_a_new_life(
+    ca: pki.KeyPair, member: pki.KeyPair
+) -> None:
+    later = NOW + 5 * DAY
+    renewed = pki.reissue(ca, member.cert, now=later, lifetime=2 * DAY)
+    assert renewed.not_valid_after_utc == later + 2 * DAY
+    assert renewed.not_valid_before_utc == later - pki.BACKDATE  # skew tolerated as on issue
+    assert renewed.serial_number != member.cert.serial_number
+    # The same key: the pair on disk is whole whichever of old and new certificate is read.
+    assert renewed.public_key() == member.cert.public_key()
+    assert renewed.subject == member.cert.subject
+    assert list(renewed.extensions) == list(member.cert.extensions)
+    renewed.verify_directly_issued_by(ca.cert)
+    # Never past the CA (10 days from NOW here).
+    capped = pki.reissue(ca, member.cert, now=later, lifetime=30 * DAY)
+    assert capped.not_valid_after_utc == ca.cert.not_valid_after_utc

@@ -1,0 +1,126 @@
+"""When a TLS cluster's leaf certificates are renewed, and what status.tls and the
+CertificatesValid condition say about them. Pure: the certificates' dates, the spec and `now`
+come in (unix seconds); reading and writing certificates is a `CertificateStore`'s (actors/ports.py),
+the timing and the Events the renewal child's (actors/renewal.py).
+
+A leaf is renewed once less than renewBefore of its life is left, and at once when it expired
+already (a supervisor down longer than the leaf's life): the same CA signs it again, so nothing
+that trusts the CA notices. The CA itself is not rotated here: a CA expiring within renewBefore
+is reported (CertificatesValid False), not renewed.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from actors.model import CertificatesSpec, Condition, LastRotation, RotationKind, TlsStatus
+
+CONDITION = "CertificatesValid"
+# Never sleep longer than this between looks: a spec edit (a longer renewBefore) or a store
+# edited behind our back (a restored directory, a hand-replaced Secret) is seen within a minute.
+LONGEST_SLEEP = 60.0
+# A leaf issued this long after its CA was renewed, not made with it.
+RENEWED_AFTER = 60.0
+
+
+@frozen
+class Certificate:
+    """One certificate's name in its store and its dates (unix seconds). `issued_at` is when
+    it was signed, not its notBefore: the issuer backdates notBefore against clock skew."""
+
+    name: str
+    issued_at: float
+    not_after: float
+
+
+@frozen
+class CertificateState:
+    """What a cluster's certificate store holds: its CA and the leaves the CA signed."""
+
+    ca: Certificate
+    leaves: tuple[Certificate, ...]
+
+    def earliest_leaf(self) -> Certificate | None:
+        return min(self.leaves, key=lambda c: c.not_after, default=None)
+
+
+@frozen
+class TlsReport:
+    """What the renewal child last saw, for assess(): the store's state, why the last renewal
+    failed ("" when it did not), and the last renewal it made."""
+
+    state: CertificateState
+    failure: str = ""
+    last_rotation: LastRotation | None = None
+
+
+# When one leaf is due, the leaves due within this share of validity are renewed with it: leaves
+# made a few seconds apart (the client's, then each member's) then stay in step, one renewal
+# (one Event, one status change) for all of them rather than one each.
+ALONG_SHARE = 0.1
+
+
+def _renewable(state: CertificateState) -> list[Certificate]:
+    # A leaf that already lives as long as its CA gains nothing from a renewal (pki.reissue never
+    # signs past the CA): only a new CA helps, and CertificatesValid says so (CAExpiring).
+    return [c for c in state.leaves if c.not_after < state.ca.not_after]
+
+
+def due(state: CertificateState, spec: CertificatesSpec, now: float) -> tuple[str, ...]:
+    """The leaves to renew now: none while every leaf has more than renewBefore left; else the
+    ones at renewBefore or less (or expired), and those due within ALONG_SHARE of validity."""
+    left = spec.renew_before_seconds
+    renewable = _renewable(state)
+    if not any(c.not_after - now <= left for c in renewable):
+        return ()
+    along = left + ALONG_SHARE * spec.validity_seconds
+    return tuple(c.name for c in renewable if c.not_after - now <= along)
+
+
+def seconds_until_due(state: CertificateState, spec: CertificatesSpec, now: float) -> float:
+    """How long until the earliest renewable leaf is due (0: now), at most LONGEST_SLEEP."""
+    renewable = _renewable(state)
+    if not renewable:
+        return LONGEST_SLEEP
+    earliest = min(c.not_after for c in renewable)
+    return min(LONGEST_SLEEP, max(0.0, earliest - spec.renew_before_seconds - now))
+
+
+def tls_status(report: TlsReport) -> TlsStatus:
+    """status.tls. The last rotation is the one the renewal child made; before it made one (a
+    supervisor just restarted), it is read from the certificates themselves: the newest leaf,
+    when signed well after its CA (a member added later counts too: a bound, not a record)."""
+    state = report.state
+    earliest = state.earliest_leaf()
+    newest = max((c.issued_at for c in state.leaves), default=state.ca.issued_at)
+    rotation = report.last_rotation or (
+        LastRotation(RotationKind.LEAF, newest) if newest - state.ca.issued_at > RENEWED_AFTER else None
+    )
+    return TlsStatus(
+        ca_not_after=state.ca.not_after,
+        leaf_not_after=earliest.not_after if earliest else state.ca.not_after,
+        last_rotation=rotation,
+    )
+
+
+def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float) -> Condition:
+    """True while every certificate is valid and renewable; False with the reason when one
+    expired, when a due leaf could not be renewed, or when the CA expires within renewBefore
+    (it is not rotated automatically yet)."""
+    state = report.state
+    expired = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after <= now)
+    if expired:
+        what = ", ".join(expired)
+        why = f": renewal failed: {report.failure}" if report.failure else "; renewing"
+        return Condition(CONDITION, "False", "CertificateExpired", f"expired: {what}{why}")
+    if report.failure:  # the child renews only what is due: a failure is a due leaf not renewed
+        return Condition(CONDITION, "False", "RenewalFailed", f"renewal failed: {report.failure}")
+    if state.ca.not_after - now < spec.renew_before_seconds:
+        return Condition(
+            CONDITION,
+            "False",
+            "CAExpiring",
+            f"the CA expires within renewBefore ({spec.renew_before or 'a third of validity'}) and is"
+            " not rotated automatically: leaves cannot be renewed past it",
+        )
+    return Condition(CONDITION, "True", "Valid", "")
