@@ -313,6 +313,7 @@ class RollMember(Action):
     name: str
     version: str
     initial_cluster: tuple[tuple[str, str], ...]
+    why: str = ""  # "" for a new configuration
     event_reason: ClassVar[str] = "MemberRolled"
     # etcd's graceful stop (a pod's grace period on Kubernetes), then the start.
     time_limit: ClassVar[float | None] = 120.0
@@ -322,10 +323,13 @@ class RollMember(Action):
         return self.done()
 
     def describe(self) -> str:
-        return f"restarted member {self.name} with the new configuration (etcd {self.version})"
+        return f"restarted member {self.name} {self._purpose()}"
 
     def progress(self) -> str:
-        return f"rolling restart: restarting {self.name} with the new configuration (etcd {self.version})"
+        return f"rolling restart: restarting {self.name} {self._purpose()}"
+
+    def _purpose(self) -> str:
+        return self.why or f"with the new configuration (etcd {self.version})"
 
 
 @frozen

@@ -5,8 +5,8 @@ the timing and the Events the renewal child's (actors/renewal.py).
 
 A leaf is renewed once less than renewBefore of its life is left, and at once when it expired
 already (a supervisor down longer than the leaf's life): the same CA signs it again, so nothing
-that trusts the CA notices. The CA itself is not rotated here: a CA expiring within renewBefore
-is reported (CertificatesValid False), not renewed.
+that trusts the CA notices. The CA is rotated by actors/ca_rotation.py (at 80% of its life, or
+on request); one expiring within renewBefore all the same is reported (CertificatesValid False).
 """
 
 from __future__ import annotations
@@ -34,11 +34,29 @@ class Certificate:
 
 
 @frozen
+class RotationRecord:
+    """What a store remembers of CA rotations (unix seconds; None: never): the last
+    `etcd.io/rotate-ca` value acted on, when the last rotation began and when it completed."""
+
+    handled_request: str | None = None
+    begun_at: float | None = None
+    completed_at: float | None = None
+
+
+@frozen
 class CertificateState:
-    """What a cluster's certificate store holds: its CA and the leaves the CA signed."""
+    """What a cluster's certificate store holds: the CA that signs (`ca`), the leaves, and the
+    CA rotation's traces (actors/ca_rotation.py): how many CAs the trust bundle holds, whether a
+    new CA is made but not yet signing, whether every leaf is signed by `ca`, and the digest of
+    the trust material (pki.trust_digest) that members must have started with."""
 
     ca: Certificate
     leaves: tuple[Certificate, ...]
+    trusted: int = 1
+    pending_ca: bool = False
+    leaves_by_signer: bool = True
+    trust: str = ""
+    record: RotationRecord = RotationRecord()
 
     def earliest_leaf(self) -> Certificate | None:
         return min(self.leaves, key=lambda c: c.not_after, default=None)
@@ -93,9 +111,12 @@ def tls_status(report: TlsReport) -> TlsStatus:
     state = report.state
     earliest = state.earliest_leaf()
     newest = max((c.issued_at for c in state.leaves), default=state.ca.issued_at)
-    rotation = report.last_rotation or (
-        LastRotation(RotationKind.LEAF, newest) if newest - state.ca.issued_at > RENEWED_AFTER else None
-    )
+    candidates = [report.last_rotation]
+    if newest - state.ca.issued_at > RENEWED_AFTER:
+        candidates.append(LastRotation(RotationKind.LEAF, newest))
+    if state.record.completed_at is not None:
+        candidates.append(LastRotation(RotationKind.CA, state.record.completed_at))
+    rotation = max((c for c in candidates if c is not None), key=lambda c: c.completion_time, default=None)
     return TlsStatus(
         ca_not_after=state.ca.not_after,
         leaf_not_after=earliest.not_after if earliest else state.ca.not_after,
@@ -120,7 +141,7 @@ def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float
             CONDITION,
             "False",
             "CAExpiring",
-            f"the CA expires within renewBefore ({spec.renew_before or 'a third of validity'}) and is"
-            " not rotated automatically: leaves cannot be renewed past it",
+            f"the CA expires within renewBefore ({spec.renew_before or 'a third of validity'}) and its"
+            " rotation (due at 80% of its life) has not completed: leaves cannot be renewed past it",
         )
     return Condition(CONDITION, "True", "Valid", "")

@@ -36,6 +36,7 @@ from actors.actions import (
     VanishedFromEtcd,
 )
 from actors.assess import assess, new_warning, too_soon_to_tell
+from actors.ca_rotation import rotating
 from actors.cluster_context import (
     ChildFactory,
     ClusterContext,
@@ -59,10 +60,12 @@ from actors.member import MemberActor, MemberProbed, Probe
 from actors.member_times import MemberTimes, Vanishings
 from actors.model import (
     ClusterRef,
+    ClusterSpec,
     ClusterStatus,
     EtcdMember,
     LastBackup,
     LastRecovery,
+    MemberConfig,
     MemberHealth,
     Phase,
     RuntimeMember,
@@ -237,10 +240,19 @@ class ClusterActor(Actor[ClusterMessage]):
             self._dirty = False
             await self.reconcile()
 
+    def _member_config(self, spec: ClusterSpec) -> MemberConfig:
+        """The runtime's configuration for the spec, with the trust material the certificate
+        child last read (members started with other material are rolled: a CA rotation)."""
+        config = self._ports.runtime.member_config(spec)
+        report = self._reports.tls
+        if report is None or not spec.tls_enabled:
+            return config
+        return attrs.evolve(config, trust=report.state.trust, rotating_ca=rotating(report.state))
+
     async def reconcile(self) -> None:
         desired = self._desired()
         spec = desired.resource.spec
-        observed = attrs.evolve(await self._observe(), desired=self._ports.runtime.member_config(spec))
+        observed = attrs.evolve(await self._observe(), desired=self._member_config(spec))
         # A member new to the runtime is probed from now on: the next step of a bootstrap
         # waits on its first answer.
         await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))

@@ -15,6 +15,8 @@ from attrs import evolve, field, frozen
 API_GROUP = "etcd.io"
 API_VERSION = "v1alpha1"
 KIND = "EtcdCluster"
+# A changed value starts one CA rotation (actors/ca_rotation.py).
+ROTATE_CA_ANNOTATION = "etcd.io/rotate-ca"
 
 DEFAULT_SIZE = 3
 MIN_SIZE = 1
@@ -314,6 +316,8 @@ class ClusterResource:
     # a cluster that had members and now has no pod and no volume at all lost its data, and
     # must not be seeded afresh as if it were new (plan/bootstrap.py).
     recorded_members: tuple[str, ...] = ()
+    # metadata.annotations["etcd.io/rotate-ca"]: a value not acted on yet starts a CA rotation.
+    rotate_ca: str = ""
 
 
 # --- status -------------------------------------------------------------------------------
@@ -530,6 +534,8 @@ class RuntimeMember:
     # Why it cannot be placed (Kubernetes: the scheduler's message on a pod it marked
     # Unschedulable, "0/3 nodes are available: ..."); "" when placed or not tried yet.
     unschedulable: str = ""
+    # The trust digest of the CA material it was started with ("" when unknown): see MemberConfig.
+    trust: str = ""
 
 
 @frozen
@@ -564,6 +570,11 @@ class MemberConfig:
 
     fingerprint: str
     unavailable: str = ""
+    # The trust digest of the cluster's CA material (pki.trust_digest; "" with TLS off or not
+    # read yet): a member started with another one is restarted to take it. A member whose digest
+    # is unknown (started before digests were kept) only when a CA rotation is under way.
+    trust: str = ""
+    rotating_ca: bool = False
 
 
 @frozen

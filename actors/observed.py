@@ -114,6 +114,22 @@ class Observed:
             return []
         return [r for r in self.runtime if r.config != self.desired.fingerprint]
 
+    def untrusting(self) -> list[RuntimeMember]:
+        """Members started with other CA material than the store holds now (a CA rotation)."""
+        desired = self.desired
+        if desired is None or not desired.trust:
+            return []
+        return [
+            r
+            for r in self.runtime
+            if r.trust != desired.trust and (r.trust or desired.rotating_ca) and not r.deleting
+        ]
+
+    def to_roll(self) -> list[RuntimeMember]:
+        """Members a rolling restart must restart: another configuration, or other CA material."""
+        seen = {r.name for r in self.outdated()}
+        return [*self.outdated(), *(r for r in self.untrusting() if r.name not in seen)]
+
     def mixed_configs(self) -> bool:
         """Members started with different configurations: a rolling restart is under way."""
         return len({r.config for r in self.runtime if r.config}) > 1

@@ -14,7 +14,7 @@ from attrs import frozen
 
 from actors.backup.ports import SeedRestorer
 from actors.backup.records import KvHash, SnapshotTaken
-from actors.certificates import CertificateState
+from actors.certificates import CertificateState, RotationRecord
 from actors.measurements import Measurement
 from actors.model import (
     ClusterRef,
@@ -172,6 +172,26 @@ class CertificateStore(Protocol):
     async def renew(self, cluster: ClusterRef, names: Sequence[str], lifetime: float) -> None:
         """Re-sign the named leaves with the same CA for `lifetime` seconds, in place, so that
         whoever reads them (etcd at each handshake, our clients) never sees half of a pair."""
+        ...
+
+    # A CA rotation's phases (actors/ca_rotation.py), each a change the next read shows.
+
+    async def begin_ca_rotation(
+        self, cluster: ClusterRef, ca_lifetime: float, record: RotationRecord
+    ) -> None:
+        """Make a new CA and trust it beside the signing one; keep `record` with it."""
+        ...
+
+    async def switch_ca(self, cluster: ClusterRef, lifetime: float) -> None:
+        """Re-sign every leaf (for `lifetime` seconds) with the new CA, which then signs."""
+        ...
+
+    async def drop_old_ca(self, cluster: ClusterRef) -> None:
+        """Trust only the signing CA."""
+        ...
+
+    async def write_record(self, cluster: ClusterRef, record: RotationRecord) -> None:
+        """Keep what the store remembers of rotations."""
         ...
 
 

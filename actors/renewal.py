@@ -1,4 +1,4 @@
-"""The renewal child: a per-cluster actor that keeps a TLS cluster's leaf certificates valid.
+"""The certificates child: a per-cluster actor that keeps a TLS cluster's certificates valid.
 
 It reads the cluster's certificates through the platform's `CertificateStore`, renews the leaves
 actors/certificates.py says are due (with the spec's validity), records a `CertificatesRenewed`
@@ -6,8 +6,13 @@ Event per renewal (a warning `CertificatesRenewalFailed` when the store refuses,
 streak), and reports what it read in `ServiceReports.tls` for status.tls and the
 CertificatesValid condition. It sleeps until the earliest leaf is due (at most a minute), so a
 supervisor that was down longer than a leaf's life renews it as soon as the cluster starts.
-Nothing restarts: etcd reads its key pair at each TLS handshake, and the store swaps the files
-whole.
+A renewal restarts nothing: etcd reads its key pair at each TLS handshake, and the store swaps
+the files whole.
+
+It also takes a CA rotation (actors/ca_rotation.py) from phase to phase: each phase is one
+store change, after which the cluster actor's rolling restart brings every member onto the new
+trust material (the digest it reports in `ServiceReports.tls`); the child takes the next phase
+once every member runs healthy with it, and looks every tick while a rotation is under way.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+import attrs
 import trio
 
-from actors.certificates import Certificate, TlsReport, due, seconds_until_due
+from actors.ca_rotation import CaStep, next_step, rotating
+from actors.certificates import Certificate, CertificateState, TlsReport, due, seconds_until_due
 from actors.cluster_context import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import CertificatesRefused
-from actors.model import LastRotation, RotationKind
+from actors.model import CertificatesSpec, LastRotation, RotationKind
 from actors.ports import CertificateStore
 from supervisor.runtime import ChildSpec
 
@@ -29,6 +36,12 @@ from supervisor.runtime import ChildSpec
 IDLE_LOOK = 5.0
 # After a refused renewal: try again this soon (the leaf may be close to expiry).
 RETRY_AFTER = 5.0
+ROTATION_EVENTS = {
+    CaStep.BEGIN: ("CARotationStarted", "a new CA is trusted beside the old; members restart one at a time"),
+    CaStep.SWITCH: ("CARotationSwitched", "the new CA signs every leaf; members restart one at a time"),
+    CaStep.DROP: ("CARotationDropping", "the old CA leaves the trust bundle; members restart one at a time"),
+    CaStep.FINISH: ("CARotated", "the CA rotation is complete, the old CA trusted no more"),
+}
 
 
 class Renewal:
@@ -37,35 +50,102 @@ class Renewal:
         self._store = store
         self._clock = clock  # wall time: certificates' dates are wall time
         self._last_rotation: LastRotation | None = None
+        # Whether this child saw the cluster before it had certificates (it is new), and the
+        # etcd.io/rotate-ca value it was made with: acted on from the start, not a request.
+        self._saw_created = False
+        self._created_with = context.desired().resource.rotate_ca
 
     async def run(self) -> None:
-        while True:  # noqa: ASYNC110 - a timer: it waits for the clock, not for an event
-            await trio.sleep(await self.once())
+        while True:
+            delay = await self.once()
+            with trio.move_on_after(delay):
+                await self._request_changed()
+
+    async def _request_changed(self) -> None:
+        """Until etcd.io/rotate-ca changes: a rotation asked for starts within a tick, not
+        after the sleep until the next renewal."""
+        request = self._request()
+        while self._request() == request:
+            await self._context.feed.wait_next()
+
+    def _request(self) -> str:
+        return self._context.desired().resource.rotate_ca
 
     async def once(self) -> float:
-        """One look (and renewal when due); the seconds to sleep before the next."""
-        spec = self._context.desired().resource.spec
+        """One look (a renewal, a CA rotation's step when due); the seconds to sleep before the next."""
+        resource = self._context.desired().resource
+        spec = resource.spec
         if not spec.tls_enabled:
             return IDLE_LOOK
         state = await self._store.read(self._context.ref)
         if state is None:
+            self._saw_created = True
             return IDLE_LOOK
-        names = due(state, spec.certificates, self._clock())
         failure = ""
-        if names:
-            try:
-                await self._store.renew(self._context.ref, names, spec.certificates.validity_seconds)
-            except CertificatesRefused as e:
-                failure = str(e)
-                await self._refused(failure)
-            else:
-                self._last_rotation = LastRotation(RotationKind.LEAF, self._clock())
-                state = await self._store.read(self._context.ref) or state
-                await self._renewed(names, state.earliest_leaf())
+        try:
+            state = await self._baseline(state)
+            state = await self._renew_due(state, spec.certificates)
+            state = await self._rotate_ca(state, resource.rotate_ca, spec.certificates)
+        except CertificatesRefused as e:
+            failure = str(e)
+            await self._refused(failure)
         self._report(TlsReport(state, failure, self._last_rotation))
         if failure:
             return RETRY_AFTER
+        if rotating(state):
+            return self._context.timing.tick
         return max(seconds_until_due(state, spec.certificates, self._clock()), 1.0)
+
+    async def _baseline(self, state: CertificateState) -> CertificateState:
+        """A cluster this child saw created takes the rotate-ca value it was created with as
+        acted on: the annotation asks for a rotation only by changing."""
+        if not (self._saw_created and state.record.handled_request is None):
+            return state
+        record = attrs.evolve(state.record, handled_request=self._created_with)
+        await self._store.write_record(self._context.ref, record)
+        return await self._reread(state)
+
+    async def _renew_due(self, state: CertificateState, certificates: CertificatesSpec) -> CertificateState:
+        names = due(state, certificates, self._clock())
+        if not names:
+            return state
+        await self._store.renew(self._context.ref, names, certificates.validity_seconds)
+        self._last_rotation = LastRotation(RotationKind.LEAF, self._clock())
+        state = await self._reread(state)
+        await self._renewed(names, state.earliest_leaf())
+        return state
+
+    async def _rotate_ca(
+        self, state: CertificateState, request: str, certificates: CertificatesSpec
+    ) -> CertificateState:
+        decision = next_step(state, request, self._clock(), members_in_step=self._members_in_step(state))
+        if decision is None:
+            return state
+        ref, store, now = self._context.ref, self._store, self._clock()
+        if decision.step is CaStep.BEGIN:
+            handled = request or state.record.handled_request
+            record = attrs.evolve(state.record, handled_request=handled, begun_at=now)
+            await store.begin_ca_rotation(ref, certificates.ca_validity_seconds, record)
+        elif decision.step is CaStep.SWITCH:
+            await store.switch_ca(ref, certificates.validity_seconds)
+        elif decision.step is CaStep.DROP:
+            await store.drop_old_ca(ref)
+        else:
+            await store.write_record(ref, attrs.evolve(state.record, completed_at=now))
+            self._last_rotation = LastRotation(RotationKind.CA, now)
+        reason, message = ROTATION_EVENTS[decision.step]
+        await self._context.ports.events.record(ref, reason=reason, message=f"{decision.why}: {message}")
+        return await self._reread(state)
+
+    def _members_in_step(self, state: CertificateState) -> bool:
+        """Every member runs, answers, and started with the store's trust material now."""
+        observed = self._context.feed.latest
+        if observed is None or not observed.runtime:
+            return False
+        return all(r.trust == state.trust and observed.is_healthy(r.name) for r in observed.runtime)
+
+    async def _reread(self, state: CertificateState) -> CertificateState:
+        return await self._store.read(self._context.ref) or state
 
     async def _renewed(self, names: tuple[str, ...], earliest: Certificate | None) -> None:
         until = earliest.not_after if earliest else self._clock()

@@ -10,11 +10,13 @@ make a lot of it), and accepted by etcd 3.4/3.5, kube-apiserver and OpenSSL clie
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 from collections.abc import Sequence
 
 from attrs import frozen
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -111,8 +113,40 @@ def reissue(
     lifetime = min(lifetime, ca.cert.not_valid_after_utc - now)
     builder = _builder(leaf.subject, ca.cert.subject, leaf.public_key(), now=now, lifetime=lifetime)  # type: ignore[arg-type]
     for extension in leaf.extensions:
+        if isinstance(extension.value, x509.AuthorityKeyIdentifier):
+            continue  # names the signer: a new CA (a rotation) has another key; OpenSSL checks it
         builder = builder.add_extension(extension.value, critical=extension.critical)
-    return builder.sign(ca.key, hashes.SHA256())
+    authority = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key())
+    return builder.add_extension(authority, critical=False).sign(ca.key, hashes.SHA256())
+
+
+def load_bundle(pem: bytes) -> list[x509.Certificate]:
+    """The certificates of a trust bundle (one or more PEM blocks), in order."""
+    return x509.load_pem_x509_certificates(pem)
+
+
+def bundle_pem(certs: Sequence[x509.Certificate]) -> bytes:
+    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
+
+
+def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    """Whether `ca`'s key signed `cert` (the signature checked, not only the names)."""
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def trust_digest(bundle: bytes, signer_key_pem: bytes) -> str:
+    """What a member started with the CA material trusts and is signed by: the bundle's bytes
+    and the signing CA's public key. A member whose digest differs from its store's must be
+    restarted to take the CA material (etcd reads its trusted CAs once, at start)."""
+    key = serialization.load_pem_private_key(signer_key_pem, password=None)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return hashlib.sha256(bundle + public).hexdigest()[:16]
 
 
 def _builder(

@@ -25,6 +25,7 @@ from actors.model import (
     API_VERSION,
     BACKUP_KIND,
     KIND,
+    ROTATE_CA_ANNOTATION,
     ClusterRef,
     ClusterResource,
     EtcdBackup,
@@ -52,6 +53,7 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         r.fail("spec", "must be an object")
         spec_doc = {}
     spec = parse_spec(spec_doc, r)
+    rotate_ca = _annotation(meta, ROTATE_CA_ANNOTATION, r)
     if r.errors:
         raise InvalidCluster(tuple(r.errors))
     generation = meta.get("generation", 1)
@@ -61,7 +63,17 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         generation=generation if isinstance(generation, int) else 1,
         uid=str(meta.get("uid", "")),
         recorded_members=_recorded_members(doc.get("status")),
+        rotate_ca=rotate_ca,
     )
+
+
+def _annotation(meta: Mapping[str, Any], key: str, r: Reader) -> str:
+    annotations = meta.get("annotations") or {}
+    value = annotations.get(key, "") if isinstance(annotations, Mapping) else ""
+    if not isinstance(value, str):
+        r.fail(f"metadata.annotations.{key}", f"must be a string (got {value!r})")
+        return ""
+    return value
 
 
 def _recorded_members(status: Any) -> tuple[str, ...]:

@@ -55,7 +55,7 @@ def _recover(spec: ClusterSpec, observed: Observed, round_: DefragRound) -> Step
         )
     if not round_.done:
         return _defrag_next(spec, observed, round_)
-    if observed.outdated():
+    if observed.to_roll():
         # A new configuration (a raised quota) rolls out first, by the planner after this one:
         # disarming before the members run with it would only have the next write raise it again.
         return None

@@ -32,7 +32,7 @@ CATCH_UP_SLACK = 1000
 
 def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
     desired = observed.desired
-    outdated = {r.name for r in observed.outdated()}
+    outdated = {r.name for r in observed.to_roll()}
     if desired is None or not outdated or desired.unavailable:
         return None  # nothing to do, or nothing to do it with (Degraded says what is missing)
     if observed.learners() or len(observed.voters()) != spec.size:
@@ -68,7 +68,9 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
 
 def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:
     name = observed.name_of(member)
-    return RollMember(name, spec.version, observed.initial_cluster(name))
+    configured = name not in {r.name for r in observed.outdated()}
+    why = "to take the CA material of the rotation under way" if configured else ""
+    return RollMember(name, spec.version, observed.initial_cluster(name), why=why)
 
 
 def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade | Wait | None:

@@ -42,32 +42,40 @@ class TlsFiles:
 
 
 class FollowingContext:
-    """An SSL context whose client certificate follows its file: a renewed certificate
-    (supervisor/local/tls.py, the Kubernetes Secret's copy in supervisor/kube/secret_tls.py) is
-    loaded into the same context, so every connection made after it presents the new one.
+    """An SSL context that follows its files: a renewed client certificate (supervisor/local/tls.py,
+    the Kubernetes Secret's copy in supervisor/kube/secret_tls.py) is loaded into the same
+    context, and a CA added to the trust bundle (a CA rotation's first phase) is trusted too, so
+    every connection made after it presents the new certificate and accepts the new CA.
 
-    Renewal keeps the key, so the pair loaded is always whole. Connections already open keep
-    what they presented at their handshake, which TLS does not check again.
+    Renewal keeps the key, so the pair loaded is always whole. A CA dropped from the bundle stays
+    trusted by this context (OpenSSL only adds): harmless, since nothing it signed is served any
+    more. Connections already open keep what they presented at their handshake.
     """
 
     def __init__(self, tls: TlsFiles, alpn: str = "h2") -> None:
         self._tls = tls
         self._context = tls.ssl_context()
         self._context.set_alpn_protocols([alpn])
-        self._stamp = self._stat()
+        self._pair_stamp = _stat(tls.cert_file)
+        self._ca_stamp = _stat(tls.ca_file)
 
     def current(self) -> ssl.SSLContext:
-        stamp = self._stat()
-        if stamp != self._stamp and self._tls.cert_file is not None and self._tls.key_file is not None:
+        ca_stamp = _stat(self._tls.ca_file)
+        if ca_stamp != self._ca_stamp and self._tls.ca_file is not None and ca_stamp is not None:
+            self._context.load_verify_locations(cafile=str(self._tls.ca_file))
+            self._ca_stamp = ca_stamp
+        stamp = _stat(self._tls.cert_file)
+        if stamp != self._pair_stamp and self._tls.cert_file is not None and self._tls.key_file is not None:
             self._context.load_cert_chain(str(self._tls.cert_file), str(self._tls.key_file))
-            self._stamp = stamp
+            self._pair_stamp = stamp
         return self._context
 
-    def _stat(self) -> tuple[int, int] | None:
-        if self._tls.cert_file is None:
-            return None
-        try:
-            st = self._tls.cert_file.stat()
-        except OSError:
-            return None  # being replaced: keep what is loaded, look again next time
-        return st.st_mtime_ns, st.st_ino
+
+def _stat(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # being replaced: keep what is loaded, look again next time
+    return st.st_mtime_ns, st.st_ino

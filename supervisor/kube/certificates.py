@@ -7,27 +7,41 @@ Secret, keys kept (pki.reissue), and updates the Secret in place with the resour
 then refreshes the members' mounted volume by swapping its directory whole, and etcd reads the
 pair at its next handshake; no pod restarts. The operator's own copy of the client files is
 rewritten at once (supervisor/kube/secret_tls.py).
+
+A CA rotation's phases (actors/ca_rotation.py, supervisor/ca_material.py) are updates of the
+same Secret: the new CA waits under ca-next.crt/ca-next.key between BEGIN and SWITCH, and the
+rotation record is kept in the Secret's annotations. Each update is whole, so a crash between
+two leaves nothing half-done; members take each phase by a rolling restart (their pods record
+the digest of the material they were made with, etcd.io/trust).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-
-from actors.certificates import Certificate, CertificateState
+from actors.certificates import CertificateState, RotationRecord
 from actors.errors import CertificatesRefused
 from actors.model import ClusterRef
-from supervisor import pki
+from supervisor import ca_material, pki
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.secret_tls import write_files
 
+# Leaf name -> its key in the Secret.
 LEAVES = {"member": m.TLS_CERT, "client": m.TLS_CLIENT_CERT}
+# Secret keys of a CA rotation's new CA, between its BEGIN and SWITCH.
+NEXT = {ca_material.NEXT_CERT: "ca-next.crt", ca_material.NEXT_KEY: "ca-next.key"}
+# Where the Secret keeps the rotation record (RotationRecord), as annotations.
+RECORD_ANNOTATIONS = {
+    "handled_request": "etcd.io/rotate-ca-handled",
+    "begun_at": "etcd.io/ca-rotation-begun-at",
+    "completed_at": "etcd.io/ca-rotation-completed-at",
+}
 
 
 class KubeCertificates:
@@ -39,32 +53,56 @@ class KubeCertificates:
         secret = await self._secret(cluster)
         if secret is None:
             return None
-        data = secret.get("data") or {}
         try:
-            ca = Certificate("ca", *pki.dates(_cert(data, m.TLS_CA_CERT)))
-            leaves = tuple(Certificate(name, *pki.dates(_cert(data, key))) for name, key in LEAVES.items())
+            return ca_material.state(_material(secret), _record(secret))
         except (KeyError, ValueError) as e:
             raise CertificatesRefused(f"Secret {_name(cluster)}: unreadable certificate {e}") from e
-        return CertificateState(ca, leaves)
 
     async def renew(self, cluster: ClusterRef, names: Sequence[str], lifetime: float) -> None:
+        now = dt.datetime.now(dt.UTC)
+        change = partial(ca_material.renewed, names=tuple(names), now=now, lifetime=lifetime)
+        await self._change(cluster, change, f"cannot renew {', '.join(names)}")
+
+    async def begin_ca_rotation(
+        self, cluster: ClusterRef, ca_lifetime: float, record: RotationRecord
+    ) -> None:
+        change = partial(ca_material.begun, now=dt.datetime.now(dt.UTC), lifetime=ca_lifetime)
+        await self._change(cluster, change, "cannot add a new CA", record=record)
+
+    async def switch_ca(self, cluster: ClusterRef, lifetime: float) -> None:
+        change = partial(ca_material.switched, now=dt.datetime.now(dt.UTC), lifetime=lifetime)
+        await self._change(cluster, change, "cannot switch to the new CA")
+
+    async def drop_old_ca(self, cluster: ClusterRef) -> None:
+        await self._change(cluster, ca_material.dropped, "cannot drop the old CA")
+
+    async def write_record(self, cluster: ClusterRef, record: RotationRecord) -> None:
+        await self._change(
+            cluster, lambda material: material, "cannot keep the rotation record", record=record
+        )
+
+    async def _change(
+        self,
+        cluster: ClusterRef,
+        change: Callable[[ca_material.Material], ca_material.Material],
+        what: str,
+        *,
+        record: RotationRecord | None = None,
+    ) -> None:
+        """One compare-and-swap update of the Secret: a concurrent edit fails it, and the
+        child tries again from a fresh read."""
         secret = await self._secret(cluster)
         if secret is None:
             raise CertificatesRefused(f"Secret {_name(cluster)} is gone")
-        data = dict(secret.get("data") or {})
         try:
-            issuer = pki.KeyPair.from_pem(_pem(data, m.TLS_CA_CERT), _pem(data, m.TLS_CA_KEY))
-            now = dt.datetime.now(dt.UTC)
-            for name in names:
-                key = LEAVES[name]
-                renewed = pki.reissue(
-                    issuer, _cert(data, key), now=now, lifetime=dt.timedelta(seconds=lifetime)
-                )
-                data[key] = base64.b64encode(pki.KeyPair(renewed, issuer.key).cert_pem()).decode()
+            data = _with_material(secret.get("data") or {}, change(_material(secret)))
         except (KeyError, ValueError) as e:
-            raise CertificatesRefused(f"Secret {_name(cluster)}: cannot renew {', '.join(names)}: {e}") from e
+            raise CertificatesRefused(f"Secret {_name(cluster)}: {what}: {e}") from e
+        updated = {**secret, "data": data}
+        if record is not None:
+            updated["metadata"] = _with_record(secret["metadata"], record)
         try:
-            await self._client.replace(_path(cluster), {**secret, "data": data})
+            await self._client.replace(_path(cluster), updated)
         except KubeError as e:
             raise CertificatesRefused(f"Secret {_name(cluster)} not updated: {e}") from e
         write_files(self._tls_root / cluster.namespace / cluster.name, data)
@@ -74,6 +112,58 @@ class KubeCertificates:
             return await self._client.get_or_none(_path(cluster))
         except KubeError as e:
             raise CertificatesRefused(f"Secret {_name(cluster)} not read: {e}") from e
+
+
+def _material(secret: Mapping[str, Any]) -> ca_material.Material:
+    data = secret.get("data") or {}
+    optional = {name: _pem(data, key) if key in data else None for name, key in NEXT.items()}
+    return ca_material.Material(
+        bundle=_pem(data, m.TLS_CA_CERT),
+        signer_key=_pem(data, m.TLS_CA_KEY),
+        leaves={name: _pem(data, key) for name, key in LEAVES.items()},
+        next_cert=optional[ca_material.NEXT_CERT],
+        next_key=optional[ca_material.NEXT_KEY],
+    )
+
+
+def _with_material(data: Mapping[str, str], material: ca_material.Material) -> dict[str, str]:
+    out = {k: v for k, v in data.items() if k not in NEXT.values()}
+    out[m.TLS_CA_CERT] = _b64(material.bundle)
+    out[m.TLS_CA_KEY] = _b64(material.signer_key)
+    for name, key in LEAVES.items():
+        out[key] = _b64(material.leaves[name])
+    if material.next_cert is not None and material.next_key is not None:
+        out[NEXT[ca_material.NEXT_CERT]] = _b64(material.next_cert)
+        out[NEXT[ca_material.NEXT_KEY]] = _b64(material.next_key)
+    return out
+
+
+def _record(secret: Mapping[str, Any]) -> RotationRecord:
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+
+    def number(field: str) -> float | None:
+        raw = annotations.get(RECORD_ANNOTATIONS[field])
+        try:
+            return float(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    return RotationRecord(
+        handled_request=annotations.get(RECORD_ANNOTATIONS["handled_request"]),
+        begun_at=number("begun_at"),
+        completed_at=number("completed_at"),
+    )
+
+
+def _with_record(metadata: Mapping[str, Any], record: RotationRecord) -> dict[str, Any]:
+    annotations = dict(metadata.get("annotations") or {})
+    for field, key in RECORD_ANNOTATIONS.items():
+        value = getattr(record, field)
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value if isinstance(value, str) else repr(float(value))
+    return {**metadata, "annotations": annotations}
 
 
 def _path(cluster: ClusterRef) -> str:
@@ -88,5 +178,10 @@ def _pem(data: Mapping[str, str], key: str) -> bytes:
     return base64.b64decode(data[key])
 
 
-def _cert(data: Mapping[str, str], key: str) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(_pem(data, key))
+def _b64(pem: bytes) -> str:
+    return base64.b64encode(pem).decode()
+
+
+def trust_of(data: Mapping[str, str]) -> str:
+    """The trust digest of a TLS Secret's data (pki.trust_digest): what a pod made now trusts."""
+    return pki.trust_digest(_pem(data, m.TLS_CA_CERT), _pem(data, m.TLS_CA_KEY))

@@ -127,7 +127,9 @@ class LeaderElector:
                         await self._renew_until_lost()
                     except LeadershipLost as exc:
                         log.warning("%s: leadership lost: %s", self._config.identity, exc)
-                        lost = True
+                        # Not leader from this moment, before the body has finished unwinding.
+                        self._is_leader, lost = False, True
+                        self._losses += 1
                         nursery.cancel_scope.cancel()
 
                 nursery.start_soon(keep_renewing)
@@ -135,9 +137,7 @@ class LeaderElector:
                 nursery.cancel_scope.cancel()
         finally:
             self._is_leader = False
-            if lost:
-                self._losses += 1
-            else:
+            if not lost:
                 with trio.CancelScope(shield=True), trio.move_on_after(self._config.retry_period):
                     await self._release()
         return lost

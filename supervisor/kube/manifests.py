@@ -50,6 +50,9 @@ ANNOTATION_FAILURES = "etcd.io/consecutive-failures"
 # The member configuration the pod was made for (member_config().fingerprint): a pod whose
 # fingerprint differs from the spec's is recreated on its claim, one member at a time.
 ANNOTATION_CONFIG = "etcd.io/member-config"
+# The trust digest of the CA material in the TLS Secret when the pod was made (pki.trust_digest):
+# a CA rotation restarts the pods whose digest is not the Secret's (actors/ca_rotation.py).
+ANNOTATION_TRUST = "etcd.io/trust"
 # On a seed's claim while a backup is restored into it (supervisor/kube/snapshots.py): its data
 # is not there until the mark is gone, even if the operator died half-way.
 ANNOTATION_RESTORING = "etcd.io/restoring"
@@ -519,6 +522,7 @@ def member_pod(
     consecutive_failures: int = 0,
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     voter: bool = False,
+    trust: str = "",
 ) -> Obj:
     # `voter`: the member votes (the disruption budget counts its pod); a learner's, or a
     # member's whose role is not known yet, is "false", never counted for a voter.
@@ -576,6 +580,8 @@ def member_pod(
         ANNOTATION_FAILURES: str(consecutive_failures),
         ANNOTATION_CONFIG: member_config(spec).fingerprint,
     }
+    if trust:
+        annotations[ANNOTATION_TRUST] = trust
     return {
         "apiVersion": "v1",
         "kind": "Pod",

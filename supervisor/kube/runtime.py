@@ -27,6 +27,7 @@ from actors.ports import MemberChanged
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
+from supervisor.kube.certificates import trust_of
 from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
 from supervisor.kube.cluster_objects import ClusterObject, cluster_objects, ensure
 from supervisor.kube.finalizer import ClusterGone, add_finalizer, release_finalizer
@@ -80,6 +81,10 @@ def _log_exit(launch: MemberLaunch, pod: Obj) -> None:
         pod_exit_code(pod),
         pod_exit_tail(pod) or " (no termination message)",
     )
+
+
+def _annotation(pod: Obj | None, key: str) -> str:
+    return str((meta(pod).get("annotations") or {}).get(key, "")) if pod else ""
 
 
 class KubeRuntime:
@@ -206,14 +211,15 @@ class KubeRuntime:
 
         # Create first: a new member's pod does not exist yet, and that is the path bootstrap and
         # scale-up wait on. Only a conflict needs a look at the pod that is there.
-        if await self._create_pod(owner, launch, failures=0):
-            await self._warm.make_next(owner, launch)
+        trust = await self._trust(launch)
+        if await self._create_pod(owner, launch, failures=0, trust=trust):
+            await self._warm.make_next(owner, launch, trust)
             return
         pod_path = m.core_path(ns, "pods", launch.name)
         pod = await self._client.get_or_none(pod_path)
         if pod is not None and warm.is_warm(pod):
-            if await self._warm.adopt(owner, launch, pod):
-                await self._warm.make_next(owner, launch)
+            if await self._warm.adopt(owner, launch, pod, trust):
+                await self._warm.make_next(owner, launch, trust)
                 return
             await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
             await self._wait_pod_gone(pod_path, str(meta(pod).get("uid")))
@@ -229,9 +235,21 @@ class KubeRuntime:
                 await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
             await self._wait_pod_gone(pod_path, str(meta(pod).get("uid")))
         # A concurrent start that won the race made a pod as good as ours.
-        await self._create_pod(owner, launch, failures=failures)
+        await self._create_pod(owner, launch, failures=failures, trust=trust)
 
-    async def _create_pod(self, owner: m.Owner, launch: MemberLaunch, *, failures: int) -> bool:
+    async def _trust(self, launch: MemberLaunch) -> str:
+        """The trust digest of the cluster's CA material now ("" without TLS): the pod made
+        now mounts it, and its annotation says so (a CA rotation rolls the pods without it)."""
+        if not launch.spec.tls_enabled:
+            return ""
+        ref = launch.cluster
+        secret = await self._client.get_or_none(m.core_path(ref.namespace, "secrets", m.tls_secret_name(ref)))
+        try:
+            return trust_of((secret or {}).get("data") or {})
+        except (KeyError, ValueError):
+            return ""  # not there or not ours to read: the certificates child reports it
+
+    async def _create_pod(self, owner: m.Owner, launch: MemberLaunch, *, failures: int, trust: str) -> bool:
         """Create the member's pod; False when one of that name exists already."""
         # Labelled a voter as it is made when it is one (a voter's new pod after a crash): an
         # unlabelled voter would be evicted unguarded until the next membership read.
@@ -242,6 +260,7 @@ class KubeRuntime:
             consecutive_failures=failures,
             cluster_domain=self._cluster_domain,
             voter=budget is not None and launch.name in budget.voters,
+            trust=trust,
         )
         try:
             made = await self._client.create(m.core_path(launch.cluster.namespace, "pods"), pod)
@@ -343,9 +362,8 @@ class KubeRuntime:
                     consecutive_failures=consecutive_failures(pod),
                     exit_code=pod_exit_code(pod),
                     last_error=pod_last_error(pod),
-                    config=str((meta(pod).get("annotations") or {}).get(m.ANNOTATION_CONFIG, ""))
-                    if pod
-                    else "",
+                    config=_annotation(pod, m.ANNOTATION_CONFIG),
+                    trust=_annotation(pod, m.ANNOTATION_TRUST),
                     deleting=being_deleted(pod, claim),
                     unschedulable=unschedulable(pod),
                 )

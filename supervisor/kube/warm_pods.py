@@ -60,7 +60,7 @@ class WarmPods:
             self._image_known = True
         return self._image
 
-    async def make_next(self, owner: m.Owner, launch: MemberLaunch) -> None:
+    async def make_next(self, owner: m.Owner, launch: MemberLaunch, trust: str) -> None:
         """Make the claims and pods of the members still to come ahead of time (up to
         warm.AHEAD), if the cluster is still growing: each is set up on its node by the time
         its turn comes. Only a head start: whatever goes wrong here, a member is made as usual
@@ -75,11 +75,13 @@ class WarmPods:
         # order it hears of them, and made side by side the last one needed was as often as
         # not set up first, while the next learner's pod waited (a relist, up to a second).
         for ahead in upcoming:
-            await self._make_warm(owner, ahead, image)
+            await self._make_warm(owner, ahead, image, trust)
 
-    async def _make_warm(self, owner: m.Owner, ahead: MemberLaunch, image: str) -> None:
+    async def _make_warm(self, owner: m.Owner, ahead: MemberLaunch, image: str, trust: str) -> None:
         ns = owner.ref.namespace
-        member = m.member_pod(owner, ahead, consecutive_failures=0, cluster_domain=self._cluster_domain)
+        member = m.member_pod(
+            owner, ahead, consecutive_failures=0, cluster_domain=self._cluster_domain, trust=trust
+        )
         pod = warm.warm_pod(owner, member, helper_image=image, token=secrets.token_hex(16))
         try:
             await self._client.create(
@@ -93,14 +95,16 @@ class WarmPods:
         self._watch_set_aside(made)
         log.info("made a warm pod for %s of %s", ahead.name, owner.ref)
 
-    async def adopt(self, owner: m.Owner, launch: MemberLaunch, pod: Obj) -> bool:
+    async def adopt(self, owner: m.Owner, launch: MemberLaunch, pod: Obj, trust: str) -> bool:
         """Take the warm pod as this member's and open its gate, if it was made for exactly this
         launch and its gate listens; False when it cannot be used (the caller replaces it).
 
         Adopted first, then waited for: the kubelet may have given the pod up for a while (a
         claim it read as not yet bound fails the pod's sync, retried only after about 10 s), and
         any update of the pod makes it sync again at once."""
-        wanted = m.member_pod(owner, launch, consecutive_failures=0, cluster_domain=self._cluster_domain)
+        wanted = m.member_pod(
+            owner, launch, consecutive_failures=0, cluster_domain=self._cluster_domain, trust=trust
+        )
         if not warm.made_for(pod, wanted):
             return False
         path = m.core_path(launch.cluster.namespace, "pods", launch.name)

@@ -110,12 +110,19 @@ async def open_local_supervisor(
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
     etcd_dir: Path | None = None,
+    leave_members_running: bool = False,
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (the local runtime and admins, open_supervisor) with an in-memory
     recorder as the sinks. `stores`: where restores come from (backups are the caller's
-    `children`, at the pace it sets); `wrap`: a test's variant of the platform (faults)."""
+    `children`, at the pace it sets); `wrap`: a test's variant of the platform (faults);
+    `leave_members_running`: etcd keeps serving after it, for the next one to adopt."""
     recorder = Recorder()
-    async with open_asyncio_loop(), open_local_runtime(state_dir, etcd_dir=etcd_dir) as runtime:
+    async with (
+        open_asyncio_loop(),
+        open_local_runtime(
+            state_dir, etcd_dir=etcd_dir, leave_members_running=leave_members_running
+        ) as runtime,
+    ):
         restorer = LocalRestorer(runtime, stores) if stores is not None else None
         platform = Platform(
             runtime,

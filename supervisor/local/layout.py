@@ -41,6 +41,8 @@ class StoredMember:
     # At each start: the etcd version and member configuration (fingerprint) it started with.
     version: str = ""
     config: str = ""
+    # The trust digest of the CA material it was started with (pki.trust_digest; "" without TLS).
+    trust: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -52,6 +54,8 @@ class StoredMember:
             data["metricsPort"] = self.metrics_port
         if self.config:
             data |= {"version": self.version, "config": self.config}
+        if self.trust:
+            data["trust"] = self.trust
         return data
 
     @classmethod
@@ -63,6 +67,7 @@ class StoredMember:
             metrics_port=port if isinstance(port, int) else None,
             version=str(data.get("version", "")),
             config=str(data.get("config", "")),
+            trust=str(data.get("trust", "")),
         )
 
 

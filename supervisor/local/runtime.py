@@ -53,7 +53,7 @@ from supervisor.local.layout import (
     record_process,
     write_json_atomically,
 )
-from supervisor.local.tls import CLIENT, MEMBER_STEM, LocalCertificates, ensure_ca, ensure_leaf
+from supervisor.local.tls import CLIENT, MEMBER_STEM, LocalCertificates, ensure_ca, ensure_leaf, trust_of
 from supervisor.member_subscribers import MemberSubscribers
 
 log = logging.getLogger(__name__)
@@ -209,11 +209,12 @@ class LocalRuntime:
         launch, binary = self._runnable(launch, stored)
         # The actors' launch is the truth about addresses; the version and configuration are
         # what this start runs with.
+        tls = self._member_tls(launch) if launch.spec.tls_enabled else None
+        trust = trust_of(self._layout.cluster(launch.cluster).tls_dir) if tls is not None else ""
         fresh = StoredMember(
-            launch.name, launch.urls, metrics_port, launch.spec.version, self._fingerprint(launch.spec)
+            launch.name, launch.urls, metrics_port, launch.spec.version, self._fingerprint(launch.spec), trust
         )
         write_json_atomically(member.member_file, fresh.to_dict())
-        tls = self._member_tls(launch) if launch.spec.tls_enabled else None
         argv = etcd_argv(binary, launch, member, tls, metrics_port=metrics_port)
         member.data_dir.mkdir(parents=True, exist_ok=True)
         member.data_dir.chmod(0o700)  # etcd warns and tightens it otherwise
@@ -321,6 +322,7 @@ class LocalRuntime:
             exit_code=history.exit_code if history and proc is None else None,
             last_error=history.last_error if history and proc is None else "",
             config=stored.config,
+            trust=stored.trust,
         )
 
     def _member_tls(self, launch: MemberLaunch) -> TlsFiles:

@@ -3,23 +3,25 @@
 Generated on first use and kept under the cluster's directory, so a restarted daemon (and the
 etcd members it restarts) keep trusting each other. Leaves live as long as the spec's
 `certificates.validity`; `LocalCertificates` (the CertificateStore the renewal child uses)
-re-signs them in place before they expire. The CA is not rotated.
+re-signs them in place before they expire, and carries out a CA rotation's phases
+(actors/ca_rotation.py) on the same files.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import trio
-from cryptography import x509
 
-from actors.certificates import Certificate, CertificateState
+from actors.certificates import CertificateState, RotationRecord
 from actors.errors import CertificatesRefused
 from actors.model import CertificatesSpec, ClusterRef
-from supervisor import pki
+from supervisor import ca_material, pki
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local.layout import ClusterLayout, StateLayout
 
@@ -70,10 +72,12 @@ def ensure_leaf(
 class LocalCertificates:
     """The CertificateStore of the local runtime: the files under each cluster's directory.
 
-    Leaves are named `client` (the daemon's own) and by member. A renewal re-signs the
-    certificate with its key kept (pki.reissue) and replaces the one file by a rename, so etcd,
-    which reads its pair from disk at every handshake, sees the old or the new certificate
-    whole, each matching the key, and `local env`'s paths stay the same.
+    Leaves are named `client` (the daemon's own) and by member. Every change (a renewal, a CA
+    rotation's phase: supervisor/ca_material.py) replaces files one by one by a rename, in an
+    order that a crash at any point leaves resumable: a new CA's files before the bundle that
+    trusts it, re-signed leaves before the key that signed them, stale files last. etcd reads
+    its pair from disk at every handshake and sees the old or the new certificate whole (keys
+    never change), and `local env`'s paths stay the same.
     """
 
     def __init__(self, state_dir: Path) -> None:
@@ -83,30 +87,113 @@ class LocalCertificates:
         return await trio.to_thread.run_sync(self._read, self._layout.cluster(cluster))
 
     async def renew(self, cluster: ClusterRef, names: Sequence[str], lifetime: float) -> None:
-        await trio.to_thread.run_sync(self._renew, self._layout.cluster(cluster), tuple(names), lifetime)
+        change = partial(ca_material.renewed, names=tuple(names), now=_now(), lifetime=lifetime)
+        await self._change(cluster, change, f"cannot renew {', '.join(names)}")
+
+    async def begin_ca_rotation(
+        self, cluster: ClusterRef, ca_lifetime: float, record: RotationRecord
+    ) -> None:
+        change = partial(ca_material.begun, now=_now(), lifetime=ca_lifetime)
+        await self._change(cluster, change, "cannot add a new CA", record=record)
+
+    async def switch_ca(self, cluster: ClusterRef, lifetime: float) -> None:
+        change = partial(ca_material.switched, now=_now(), lifetime=lifetime)
+        await self._change(cluster, change, "cannot switch to the new CA")
+
+    async def drop_old_ca(self, cluster: ClusterRef) -> None:
+        await self._change(cluster, ca_material.dropped, "cannot drop the old CA")
+
+    async def write_record(self, cluster: ClusterRef, record: RotationRecord) -> None:
+        layout = self._layout.cluster(cluster)
+        await trio.to_thread.run_sync(_write_record, layout, record)
+
+    async def _change(
+        self,
+        cluster: ClusterRef,
+        change: Callable[[ca_material.Material], ca_material.Material],
+        what: str,
+        *,
+        record: RotationRecord | None = None,
+    ) -> None:
+        layout = self._layout.cluster(cluster)
+
+        def apply() -> None:
+            try:
+                before = _material(layout)
+                _write_material(layout, before, change(before))
+                if record is not None:
+                    _write_record(layout, record)
+            except (OSError, ValueError, KeyError) as e:
+                raise CertificatesRefused(f"{what} of {layout.root}: {e}") from e
+
+        await trio.to_thread.run_sync(apply)
 
     def _read(self, layout: ClusterLayout) -> CertificateState | None:
-        ca_file = layout.tls_dir / "ca.crt"
-        if not ca_file.exists():
+        if not (layout.tls_dir / ca_material.CA_CERT).exists():
             return None
         try:
-            ca = _certificate("ca", ca_file)
-            leaves = [_certificate(name, path) for name, path in _leaves(layout).items()]
+            return ca_material.state(_material(layout), _read_record(layout))
         except (OSError, ValueError) as e:
             raise CertificatesRefused(f"cannot read the certificates of {layout.root}: {e}") from e
-        return CertificateState(ca, tuple(leaves))
 
-    def _renew(self, layout: ClusterLayout, names: tuple[str, ...], lifetime: float) -> None:
-        paths = _leaves(layout)
-        try:
-            issuer = _issuer(TlsFiles(None, layout.tls_dir / "ca.crt", layout.tls_dir / "ca.key"))
-            for name in names:
-                path = paths[name]
-                leaf = x509.load_pem_x509_certificate(path.read_bytes())
-                renewed = pki.reissue(issuer, leaf, now=_now(), lifetime=datetime.timedelta(seconds=lifetime))
-                _write_file(path, pki.KeyPair(renewed, issuer.key).cert_pem(), mode=0o644)
-        except (OSError, ValueError, KeyError) as e:
-            raise CertificatesRefused(f"cannot renew {', '.join(names)}: {e}") from e
+
+def _material(layout: ClusterLayout) -> ca_material.Material:
+    tls = layout.tls_dir
+    optional = {name: (tls / name).read_bytes() if (tls / name).exists() else None for name in _NEXT}
+    return ca_material.Material(
+        bundle=(tls / ca_material.CA_CERT).read_bytes(),
+        signer_key=(tls / ca_material.CA_KEY).read_bytes(),
+        leaves={name: path.read_bytes() for name, path in _leaves(layout).items()},
+        next_cert=optional[ca_material.NEXT_CERT],
+        next_key=optional[ca_material.NEXT_KEY],
+    )
+
+
+_NEXT = (ca_material.NEXT_CERT, ca_material.NEXT_KEY)
+
+
+def _write_material(layout: ClusterLayout, before: ca_material.Material, after: ca_material.Material) -> None:
+    """Write what changed, in the resumable order (see LocalCertificates)."""
+    tls = layout.tls_dir
+    if after.next_key is not None and after.next_key != before.next_key:
+        _write_file(tls / ca_material.NEXT_KEY, after.next_key, mode=0o600)
+    if after.next_cert is not None and after.next_cert != before.next_cert:
+        _write_file(tls / ca_material.NEXT_CERT, after.next_cert, mode=0o644)
+    paths = _leaves(layout)
+    for name, pem in after.leaves.items():
+        if pem != before.leaves.get(name):
+            _write_file(paths[name], pem, mode=0o644)
+    if after.signer_key != before.signer_key:
+        _write_file(tls / ca_material.CA_KEY, after.signer_key, mode=0o600)
+    if after.bundle != before.bundle:
+        _write_file(tls / ca_material.CA_CERT, after.bundle, mode=0o644)
+    if after.next_key is None:
+        for name in _NEXT:
+            (tls / name).unlink(missing_ok=True)
+
+
+RECORD_FILE = "rotation.json"
+
+
+def _read_record(layout: ClusterLayout) -> RotationRecord:
+    path = layout.tls_dir / RECORD_FILE
+    if not path.exists():
+        return RotationRecord()
+    data = json.loads(path.read_text())
+    return RotationRecord(
+        handled_request=data.get("handledRequest"),
+        begun_at=data.get("begunAt"),
+        completed_at=data.get("completedAt"),
+    )
+
+
+def _write_record(layout: ClusterLayout, record: RotationRecord) -> None:
+    data = {
+        "handledRequest": record.handled_request,
+        "begunAt": record.begun_at,
+        "completedAt": record.completed_at,
+    }
+    _write_file(layout.tls_dir / RECORD_FILE, json.dumps(data).encode(), mode=0o644)
 
 
 def _leaves(layout: ClusterLayout) -> dict[str, Path]:
@@ -122,13 +209,18 @@ def _leaves(layout: ClusterLayout) -> dict[str, Path]:
     return found
 
 
-def _certificate(name: str, path: Path) -> Certificate:
-    return Certificate(name, *pki.dates(x509.load_pem_x509_certificate(path.read_bytes())))
+def trust_of(tls_dir: Path) -> str:
+    """The trust digest of a cluster's CA material now (pki.trust_digest): what a member
+    started now trusts and is signed by."""
+    return pki.trust_digest(
+        (tls_dir / ca_material.CA_CERT).read_bytes(), (tls_dir / ca_material.CA_KEY).read_bytes()
+    )
 
 
 def _issuer(ca: TlsFiles) -> pki.KeyPair:
+    """The CA that signs (during a CA rotation the bundle holds two)."""
     ca_cert, ca_key = ca.pair()
-    return pki.KeyPair.from_pem(ca_cert.read_bytes(), ca_key.read_bytes())
+    return ca_material.Material(ca_cert.read_bytes(), ca_key.read_bytes(), {}).signer()
 
 
 def _write_pair(files: TlsFiles, pair: pki.KeyPair) -> None:

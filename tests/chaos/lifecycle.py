@@ -69,9 +69,16 @@ async def open_local_supervisor(
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
     etcd_dir: Path | None = None,
+    leave_members_running: bool = False,
 ) -> AsyncIterator[LocalSupervisor]:
     async with embedded.open_local_supervisor(
-        state_dir, timing=timing, wrap=wrap, children=children, stores=stores, etcd_dir=etcd_dir
+        state_dir,
+        timing=timing,
+        wrap=wrap,
+        children=children,
+        stores=stores,
+        etcd_dir=etcd_dir,
+        leave_members_running=leave_members_running,
     ) as sup:
         yield LocalSupervisor(sup)
 

@@ -76,6 +76,7 @@ def test_leaves_are_renewed_in_the_secret_and_taken_by_running_pods(
         ),
         180,
         poll=1.0,
+        details=lambda: f"status: {status(e2e_cluster, e2e_namespace)}",
     )
     before = etcd_containers(e2e_cluster, e2e_namespace)
     assert len(before) == 3

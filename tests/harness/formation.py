@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,11 @@ from tests.harness.watch import KubectlWatch
 TIMINGS: dict[str, float] = {}
 
 
-def wait_for(what: str, check: Any, timeout: float, poll: float = 0.2) -> Any:
-    """The first truthy `check()`; TimeoutError naming `what` after `timeout` s."""
-    return until(check, within=timeout, every=poll, what=what)
+def wait_for(
+    what: str, check: Any, timeout: float, poll: float = 0.2, details: Callable[[], str] | None = None
+) -> Any:
+    """The first truthy `check()`; TimeoutError naming `what` (and `details()`) after `timeout` s."""
+    return until(check, within=timeout, every=poll, what=what, details=details)
 
 
 def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:

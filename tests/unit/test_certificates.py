@@ -109,7 +109,7 @@ def test_valid_certificates_are_true() -> None:
         (
             TlsReport(state(("demo-0", 60 * DAY), ca=Certificate("ca", NOW - DAY, NOW + 20 * DAY))),
             "CAExpiring",
-            "not rotated automatically",
+            "rotation (due at 80% of its life) has not completed",
         ),
         (
             TlsReport(state(("demo-0", 60 * DAY), ca=Certificate("ca", NOW - DAY, NOW - 1))),

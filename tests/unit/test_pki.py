@@ -128,8 +128,20 @@ def test_a_reissued_leaf_keeps_its_key_names_and_usages_for_a_new_life(
     # The same key: the pair on disk is whole whichever of old and new certificate is read.
     assert renewed.public_key() == member.cert.public_key()
     assert renewed.subject == member.cert.subject
-    assert list(renewed.extensions) == list(member.cert.extensions)
+    assert {e.oid: e for e in renewed.extensions} == {e.oid: e for e in member.cert.extensions}
     renewed.verify_directly_issued_by(ca.cert)
     # Never past the CA (10 days from NOW here).
     capped = pki.reissue(ca, member.cert, now=later, lifetime=30 * DAY)
     assert capped.not_valid_after_utc == ca.cert.not_valid_after_utc
+
+
+def test_a_leaf_reissued_by_another_ca_names_that_ca_as_its_authority(
+    ca: pki.KeyPair, member: pki.KeyPair
+) -> None:
+    # A CA rotation's switch: OpenSSL refuses a chain whose authority key id names another key.
+    successor = pki.new_ca("etcd-ca next", now=NOW, lifetime=10 * DAY)
+    moved = pki.reissue(successor, member.cert, now=NOW, lifetime=DAY)
+    authority = moved.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
+    assert authority == x509.AuthorityKeyIdentifier.from_issuer_public_key(successor.key.public_key())
+    assert pki.signed_by(moved, successor.cert) and not pki.signed_by(moved, ca.cert)
+    assert moved.public_key() == member.cert.public_key()
