@@ -70,6 +70,9 @@ class TlsReport:
     state: CertificateState
     failure: str = ""
     last_rotation: LastRotation | None = None
+    # The user's Secret (spec.security.tls.secretRef) the certificates come from; "" when the
+    # supervisor generates, renews and rotates them.
+    source: str = ""
 
 
 # When one leaf is due, the leaves due within this share of validity are renewed with it: leaves
@@ -128,6 +131,8 @@ def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float
     """True while every certificate is valid and renewable; False with the reason when one
     expired, when a due leaf could not be renewed, or when the CA expires within renewBefore
     (it is not rotated automatically yet)."""
+    if report.source:
+        return _brought_condition(report, spec, now)
     state = report.state
     expired = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after <= now)
     if expired:
@@ -145,3 +150,23 @@ def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float
             " rotation (due at 80% of its life) has not completed: leaves cannot be renewed past it",
         )
     return Condition(CONDITION, "True", "Valid", "")
+
+
+def _brought_condition(report: TlsReport, spec: CertificatesSpec, now: float) -> Condition:
+    """Certificates the user brings: theirs to renew; said when unusable, expired or expiring
+    within renewBefore (a third of the default validity: 30 days)."""
+    where = f"Secret {report.source}"
+    if report.failure:
+        return Condition(CONDITION, "False", "SecretInvalid", report.failure)
+    state = report.state
+    expired = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after <= now)
+    if expired:
+        what = ", ".join(expired)
+        return Condition(CONDITION, "False", "CertificateExpired", f"expired: {what}: replace it in {where}")
+    soon = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after - now < spec.renew_before_seconds)
+    if soon:
+        what = ", ".join(soon)
+        return Condition(
+            CONDITION, "False", "ExpiringSoon", f"{what} expires within renewBefore: renew it in {where}"
+        )
+    return Condition(CONDITION, "True", "Valid", f"from {where}")

@@ -285,6 +285,9 @@ class ClusterSpec:
     storage: StorageSpec = field(factory=StorageSpec)
     tls_enabled: bool = True
     certificates: CertificatesSpec = field(factory=CertificatesSpec)
+    # spec.security.tls.secretRef.name: certificates the user brings in a Secret of their own
+    # (ca.crt, server.crt/key, peer.crt/key, client.crt/key); None: generated ones.
+    tls_secret: str | None = None
     resources: ResourceSpec = field(factory=ResourceSpec)
     # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
     debug_sidecar: bool = False

@@ -194,6 +194,12 @@ class CertificateStore(Protocol):
         """Keep what the store remembers of rotations."""
         ...
 
+    async def follow_source(self, cluster: ClusterRef, source: str) -> None:
+        """Take the certificates from the user's Secret `source` (spec.security.tls.secretRef)
+        into the cluster's material, when they changed; CertificatesRefused, naming what is
+        wrong, when they cannot be used (the material in use is then kept)."""
+        ...
+
 
 @frozen
 class ClusterPorts:

@@ -36,6 +36,8 @@ from supervisor.runtime import ChildSpec
 IDLE_LOOK = 5.0
 # After a refused renewal: try again this soon (the leaf may be close to expiry).
 RETRY_AFTER = 5.0
+# Certificates the user brings: their Secret is looked at this often for a change to roll out.
+BROUGHT_LOOK = 10.0
 ROTATION_EVENTS = {
     CaStep.BEGIN: ("CARotationStarted", "a new CA is trusted beside the old; members restart one at a time"),
     CaStep.SWITCH: ("CARotationSwitched", "the new CA signs every leaf; members restart one at a time"),
@@ -77,6 +79,8 @@ class Renewal:
         spec = resource.spec
         if not spec.tls_enabled:
             return IDLE_LOOK
+        if spec.tls_secret:
+            return await self._brought(spec.tls_secret)
         state = await self._store.read(self._context.ref)
         if state is None:
             self._saw_created = True
@@ -95,6 +99,19 @@ class Renewal:
         if rotating(state):
             return self._context.timing.tick
         return max(seconds_until_due(state, spec.certificates, self._clock()), 1.0)
+
+    async def _brought(self, source: str) -> float:
+        """Certificates the user brings: follow their Secret and report; nothing is renewed."""
+        failure = ""
+        try:
+            await self._store.follow_source(self._context.ref, source)
+        except CertificatesRefused as e:
+            failure = str(e)
+            await self._refused(failure)
+        state = await self._store.read(self._context.ref)
+        if state is not None:
+            self._report(TlsReport(state, failure, source=source))
+        return RETRY_AFTER if failure else BROUGHT_LOOK
 
     async def _baseline(self, state: CertificateState) -> CertificateState:
         """A cluster this child saw created takes the rotate-ca value it was created with as

@@ -28,6 +28,15 @@ def refused_changes(current: ClusterSpec, wanted: ClusterSpec) -> tuple[SpecErro
                 f"cannot change on an existing cluster (is {current.tls_enabled})",
             )
         )
+    if wanted.tls_secret != current.tls_secret:
+        # The members trust one CA at a time: another source is another CA, all at once.
+        errors.append(
+            SpecError(
+                "spec.security.tls.secretRef",
+                f"cannot change on an existing cluster (is {current.tls_secret or 'generated certificates'});"
+                " rotate the certificates inside the Secret instead",
+            )
+        )
     if wanted.storage.storage_class_name != current.storage.storage_class_name:
         errors.append(SpecError("spec.storage.storageClassName", "is immutable after creation"))
     version_error = refused_version_change(current.version, wanted.version)

@@ -138,6 +138,14 @@ def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     return True
 
 
+def content_digest(*parts: bytes) -> str:
+    """A short digest of some PEM material, in order."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()[:16]
+
+
 def trust_digest(bundle: bytes, signer_key_pem: bytes) -> str:
     """What a member started with the CA material trusts and is signed by: the bundle's bytes
     and the signing CA's public key. A member whose digest differs from its store's must be

@@ -94,8 +94,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         reclaim_policy=ReclaimPolicy(reclaim),
     )
 
-    security = r.mapping(spec, "security", "spec.security", {"tls"})
-    tls = r.mapping(security, "tls", "spec.security.tls", {"enabled", "certificates"})
+    tls = _tls(spec, r)
     resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
     debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
     health = r.mapping(spec, "health", "spec.health", {"unresponsiveAfter"})
@@ -107,6 +106,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         storage=storage,
         tls_enabled=r.boolean(tls, "enabled", "spec.security.tls.enabled", True),
         certificates=_certificates(tls, r),
+        tls_secret=_tls_secret(tls, r),
         resources=ResourceSpec(
             requests=r.string_map(resources_doc, "requests", "spec.resources.requests"),
             limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),
@@ -121,6 +121,37 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
 
 
 CERTIFICATES = "spec.security.tls.certificates"
+
+
+def _tls(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
+    security = r.mapping(spec, "security", "spec.security", {"tls"})
+    return r.mapping(
+        security, "tls", "spec.security.tls", {"enabled", "certificates", "secretRef", "issuerRef"}
+    )
+
+
+SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+SECRET_REF = "spec.security.tls.secretRef"
+
+
+def _tls_secret(tls: Mapping[str, Any], r: Reader) -> str | None:
+    """secretRef's Secret name; issuerRef (cert-manager) is refused by name until it is built."""
+    if tls.get("issuerRef") is not None:
+        r.fail(
+            "spec.security.tls.issuerRef",
+            "certificates from cert-manager are not supported by this version yet: use the generated"
+            " certificates (no source given) or secretRef",
+        )
+    doc = r.mapping(tls, "secretRef", SECRET_REF, {"name"})
+    if not doc:
+        return None
+    name = r.string(doc, "name", f"{SECRET_REF}.name", None)
+    if not name or not SECRET_NAME.match(name) or len(name) > 253:
+        r.fail(f"{SECRET_REF}.name", f"must name a Secret: a DNS subdomain (got {name!r})")
+        return None
+    if tls.get("enabled") is False:
+        r.fail(SECRET_REF, "needs TLS: spec.security.tls.enabled is false")
+    return name
 
 
 def _certificates(tls: Mapping[str, Any], r: Reader) -> CertificatesSpec:

@@ -110,7 +110,7 @@ def cluster_objects(
     """The objects a cluster of this spec has besides its members; `min_available` is the
     disruption budget's, from the membership last read (None: not read yet)."""
     out = [peer_service(), client_service(), disruption_budget(min_available)]
-    if spec.tls_enabled:
+    if spec.tls_enabled and not spec.tls_secret:  # a user's Secret is copied by byo_tls instead
         out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
     return out
 

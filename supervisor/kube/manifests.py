@@ -332,13 +332,15 @@ def _etcd_settings(launch: MemberLaunch, *, data_dir: str, token: str) -> list[t
         settings.append(("force-new-cluster", "true"))
     if launch.spec.tls_enabled:
         ca, cert, key = f"{TLS_DIR}/{TLS_CA_CERT}", f"{TLS_DIR}/{TLS_CERT}", f"{TLS_DIR}/{TLS_KEY}"
+        # Generated material has one member certificate for both listeners; a user's has two.
+        peer_cert, peer_key = tls_peer_pair(launch.spec)
         settings += [
             ("cert-file", cert),
             ("key-file", key),
             ("trusted-ca-file", ca),
             ("client-cert-auth", "true"),
-            ("peer-cert-file", cert),
-            ("peer-key-file", key),
+            ("peer-cert-file", peer_cert),
+            ("peer-key-file", peer_key),
             ("peer-trusted-ca-file", ca),
             ("peer-client-cert-auth", "true"),
             # etcd also checks a connecting peer's certificate SANs against the peer's source
@@ -487,14 +489,29 @@ def member_config(spec: ClusterSpec) -> MemberConfig:
     return MemberConfig(config_fingerprint(spec, spec.image))
 
 
-def tls_volume(ref: ClusterRef, *, mode: int = 0o400) -> Obj:
-    """The cluster's CA certificate and member key pair (never the CA key), mounted at TLS_DIR."""
+# A user's certificates (secretRef) also have a peer pair, copied under these keys (byo_tls.py).
+TLS_PEER_CERT = "peer.crt"
+TLS_PEER_KEY = "peer.key"
+
+
+def tls_peer_pair(spec: ClusterSpec) -> tuple[str, str]:
+    """The mounted files of the peer listener's pair: the member pair, or a user's peer pair."""
+    cert, key = (TLS_PEER_CERT, TLS_PEER_KEY) if spec.tls_secret else (TLS_CERT, TLS_KEY)
+    return f"{TLS_DIR}/{cert}", f"{TLS_DIR}/{key}"
+
+
+def tls_volume(ref: ClusterRef, spec: ClusterSpec, *, mode: int = 0o400) -> Obj:
+    """The cluster's CA certificate and member key pair(s) (never a CA key, never the operator's
+    client pair), mounted at TLS_DIR."""
+    keys = [TLS_CA_CERT, TLS_CERT, TLS_KEY]
+    if spec.tls_secret:
+        keys += [TLS_PEER_CERT, TLS_PEER_KEY]
     return {
         "name": "tls",
         "secret": {
             "secretName": tls_secret_name(ref),
             "defaultMode": mode,
-            "items": [{"key": k, "path": k} for k in (TLS_CA_CERT, TLS_CERT, TLS_KEY)],
+            "items": [{"key": k, "path": k} for k in keys],
         },
     }
 
@@ -531,7 +548,7 @@ def member_pod(
         {"name": "data", "persistentVolumeClaim": {"claimName": volume_claim_name(launch.name)}}
     ]
     if spec.tls_enabled:
-        volumes.append(tls_volume(ref))
+        volumes.append(tls_volume(ref, spec))
     containers = [_etcd_container(launch, cluster_token(owner), cluster_domain)]
     if spec.debug_sidecar:
         containers.append(debug_container())

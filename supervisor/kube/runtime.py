@@ -22,8 +22,10 @@ from typing import Any
 import trio
 
 from actors.codec import parse_spec
+from actors.errors import CertificatesRefused, RuntimeRefused
 from actors.model import ClusterRef, ClusterSpec, MemberConfig, MemberLaunch, MemberUrls, RuntimeMember
 from actors.ports import MemberChanged
+from supervisor.kube import byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
@@ -158,6 +160,8 @@ class KubeRuntime:
         async with trio.open_nursery() as nursery:
             for component in objects:
                 nursery.start_soon(ensure, self._client, component, owner)
+            if spec.tls_enabled and spec.tls_secret:
+                nursery.start_soon(self._copy_brought_tls, owner, spec.tls_secret)
             nursery.start_soon(self._warm.sweep, owner.ref)
         self._ensured_at[owner.uid] = trio.current_time()
 
@@ -236,6 +240,14 @@ class KubeRuntime:
             await self._wait_pod_gone(pod_path, str(meta(pod).get("uid")))
         # A concurrent start that won the race made a pod as good as ours.
         await self._create_pod(owner, launch, failures=failures, trust=trust)
+
+    async def _copy_brought_tls(self, owner: m.Owner, source: str) -> None:
+        """The user's certificates into the cluster's TLS Secret, before a member mounts it;
+        unusable, the step fails naming what is wrong (RuntimeRefused: held off, an Event)."""
+        try:
+            await byo_tls.sync_copy(self._client, owner.ref, source, now=self._now(), owner=owner)
+        except CertificatesRefused as e:
+            raise RuntimeRefused(str(e)) from e
 
     async def _trust(self, launch: MemberLaunch) -> str:
         """The trust digest of the cluster's CA material now ("" without TLS): the pod made

@@ -125,7 +125,7 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
     if spec.tls_enabled:
         # Readable by the receiving container's user too (it is not root); only this pod's
         # containers, the operator's image and the cluster's etcd image, mount it.
-        pod_spec["volumes"] = [*pod_spec["volumes"], m.tls_volume(owner.ref, mode=0o444)]
+        pod_spec["volumes"] = [*pod_spec["volumes"], m.tls_volume(owner.ref, spec, mode=0o444)]
     return {
         "apiVersion": "v1",
         "kind": "Pod",

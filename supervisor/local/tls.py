@@ -103,6 +103,12 @@ class LocalCertificates:
     async def drop_old_ca(self, cluster: ClusterRef) -> None:
         await self._change(cluster, ca_material.dropped, "cannot drop the old CA")
 
+    async def follow_source(self, cluster: ClusterRef, source: str) -> None:
+        raise CertificatesRefused(
+            f"secretRef ({source}) is not supported by the local runtime yet: this cluster runs on"
+            " certificates the supervisor generates"
+        )
+
     async def write_record(self, cluster: ClusterRef, record: RotationRecord) -> None:
         layout = self._layout.cluster(cluster)
         await trio.to_thread.run_sync(_write_record, layout, record)
