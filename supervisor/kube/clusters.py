@@ -8,7 +8,9 @@ TLS with the client certificate from the cluster's Secret.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -177,6 +179,14 @@ def as_document(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, **obj}
 
 
+def _private_tls_root() -> Path:
+    """A private directory for the clusters' client key pairs, removed when the process ends:
+    keys are not left behind in /tmp (a restart reads them from the Secrets again)."""
+    root = Path(tempfile.mkdtemp(prefix="etcd-supervisor-tls-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
 class KubeClusters:
     """serve_clusters for run_operator: one Fleet, fed by EtcdCluster events."""
 
@@ -191,7 +201,7 @@ class KubeClusters:
         namespaces: list[str] | None = None,
     ) -> None:
         self._timing = timing or Timing()
-        self._tls_root = tls_root or Path(tempfile.mkdtemp(prefix="etcd-supervisor-tls-"))
+        self._tls_root = tls_root or _private_tls_root()
         self._registry = registry if registry is not None else CollectorRegistry()
         self._metrics: ClusterMetrics | None = None
         # The operator's own image, for the pods that receive snapshots (supervisor/kube/snapshots.py).
