@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from supervisor.kube import byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.secret_tls import write_files
+from supervisor.material_store import MaterialStore
 
 # Leaf name -> its key in the Secret.
 LEAVES = {"member": m.TLS_CERT, "client": m.TLS_CLIENT_CERT}
@@ -47,7 +47,7 @@ RECORD_ANNOTATIONS = {
 }
 
 
-class KubeCertificates:
+class KubeCertificates(MaterialStore):
     def __init__(self, client: KubeClient, tls_root: Path) -> None:
         self._client = client
         self._tls_root = tls_root  # the operator's files: <root>/<namespace>/<name>
@@ -62,24 +62,6 @@ class KubeCertificates:
             return ca_material.state(_material(secret), _record(secret))
         except (KeyError, ValueError) as e:
             raise CertificatesRefused(f"Secret {_name(cluster)}: unreadable certificate {e}") from e
-
-    async def renew(self, cluster: ClusterRef, names: Sequence[str], lifetime: float) -> None:
-        now = dt.datetime.now(dt.UTC)
-        change = partial(ca_material.renewed, names=tuple(names), now=now, lifetime=lifetime)
-        await self._change(cluster, change, f"cannot renew {', '.join(names)}")
-
-    async def begin_ca_rotation(
-        self, cluster: ClusterRef, ca_lifetime: float, record: RotationRecord
-    ) -> None:
-        change = partial(ca_material.begun, now=dt.datetime.now(dt.UTC), lifetime=ca_lifetime)
-        await self._change(cluster, change, "cannot add a new CA", record=record)
-
-    async def switch_ca(self, cluster: ClusterRef, lifetime: float) -> None:
-        change = partial(ca_material.switched, now=dt.datetime.now(dt.UTC), lifetime=lifetime)
-        await self._change(cluster, change, "cannot switch to the new CA")
-
-    async def drop_old_ca(self, cluster: ClusterRef) -> None:
-        await self._change(cluster, ca_material.dropped, "cannot drop the old CA")
 
     async def follow_source(self, cluster: ClusterRef, source: str) -> None:
         if await byo_tls.sync_copy(self._client, cluster, source, now=dt.datetime.now(dt.UTC)):

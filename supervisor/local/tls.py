@@ -12,8 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -24,6 +23,7 @@ from actors.model import CertificatesSpec, ClusterRef
 from supervisor import ca_material, pki
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local.layout import ClusterLayout, StateLayout
+from supervisor.material_store import MaterialStore
 
 CLIENT = "client"  # the daemon's own client identity, in the cluster's tls/ directory
 MEMBER_STEM = "member"  # each member's server/peer pair, in its own tls/ directory
@@ -69,7 +69,7 @@ def ensure_leaf(
     return files
 
 
-class LocalCertificates:
+class LocalCertificates(MaterialStore):
     """The CertificateStore of the local runtime: the files under each cluster's directory.
 
     Leaves are named `client` (the daemon's own) and by member. Every change (a renewal, a CA
@@ -85,23 +85,6 @@ class LocalCertificates:
 
     async def read(self, cluster: ClusterRef) -> CertificateState | None:
         return await trio.to_thread.run_sync(self._read, self._layout.cluster(cluster))
-
-    async def renew(self, cluster: ClusterRef, names: Sequence[str], lifetime: float) -> None:
-        change = partial(ca_material.renewed, names=tuple(names), now=_now(), lifetime=lifetime)
-        await self._change(cluster, change, f"cannot renew {', '.join(names)}")
-
-    async def begin_ca_rotation(
-        self, cluster: ClusterRef, ca_lifetime: float, record: RotationRecord
-    ) -> None:
-        change = partial(ca_material.begun, now=_now(), lifetime=ca_lifetime)
-        await self._change(cluster, change, "cannot add a new CA", record=record)
-
-    async def switch_ca(self, cluster: ClusterRef, lifetime: float) -> None:
-        change = partial(ca_material.switched, now=_now(), lifetime=lifetime)
-        await self._change(cluster, change, "cannot switch to the new CA")
-
-    async def drop_old_ca(self, cluster: ClusterRef) -> None:
-        await self._change(cluster, ca_material.dropped, "cannot drop the old CA")
 
     async def follow_source(self, cluster: ClusterRef, source: str) -> None:
         raise CertificatesRefused(
