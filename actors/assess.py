@@ -40,6 +40,7 @@ def assess(
     failure: str | None = None,
     last_recovery: LastRecovery | None = None,
     tls: TlsReport | None = None,
+    suspended: bool = False,
 ) -> ClusterStatus:
     """The status for `observed`, given the phase shown before and the next step.
 
@@ -47,7 +48,8 @@ def assess(
     says so). `backup`: the backup actor's report, for clusters with spec.backup (judged at `wall_clock`,
     default `now`). `tls`: the renewal child's report, for TLS clusters (status.tls and
     CertificatesValid, judged at `wall_clock` too). `failure`: why a step that fails the cluster (a
-    restore) failed; Failed until it works.
+    restore) failed; Failed until it works. `suspended`: etcd.io/suspend is "true": phase
+    Suspended, and the step the plan would take is named as held, not shown as under way.
     """
     healthy_voters = observed.healthy_voters()
     phase = Phase.FAILED if failure else next_phase(previous, spec, observed, converged=step is None)
@@ -55,18 +57,16 @@ def assess(
     statuses = member_statuses(observed)
     conditions: tuple[Condition, ...] = (
         available_condition(observed),
-        Condition(
-            "Progressing",
-            "False" if step is None else "True",
-            "Stable" if step is None else type(step).__name__,
-            "" if step is None else message,
-        ),
+        _progressing(None if suspended else step, message),
         _degraded(statuses, problem, observed),
         space_condition(spec, observed, step),
         *filter(None, [upgrading_condition(spec, observed)]),
     )
     tls_report = tls if spec.tls_enabled else None
     conditions += _service_conditions(spec, backup, tls_report, now if wall_clock is None else wall_clock)
+    if suspended:
+        phase, message = Phase.SUSPENDED, suspended_message(step)
+        conditions += (Condition("Suspended", "True", "Annotated", message),)
     if problem:
         message = f"latest spec rejected, still serving the previous one: {problem}"
     return ClusterStatus(
@@ -115,6 +115,17 @@ def available_condition(observed: Observed) -> Condition:
         waiting = ", ".join(observed.not_heard_from())
         return Condition("Available", "Unknown", "AwaitingProbes", f"{healthy}; not heard from: {waiting}")
     return Condition("Available", "False", "QuorumLost", healthy)
+
+
+def _progressing(step: Step | None, message: str) -> Condition:
+    if step is None:
+        return Condition("Progressing", "False", "Stable", "")
+    return Condition("Progressing", "True", type(step).__name__, message)
+
+
+def suspended_message(step: Step | None) -> str:
+    held = f"; held: {step.progress()}" if isinstance(step, Action) else ""
+    return f'etcd.io/suspend is "true": the supervisor observes and changes nothing{held}'
 
 
 def step_message(step: Step | None, *, healthy: int, size: int) -> str:
@@ -293,7 +304,7 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     """The state machine: Creating -> Running <-> Scaling; any -> Failed -> Recovering -> Running."""
     voters = observed.voters()
     membership_changing = len(voters) != spec.size or bool(observed.learners())
-    if previous is None:  # a fresh actor: judge from what exists
+    if previous is None or previous is Phase.SUSPENDED:  # a fresh look: judge from what exists
         bootstrapped = observed.etcd_members is not None or any(r.has_data for r in observed.runtime)
         previous = Phase.RUNNING if bootstrapped else Phase.CREATING
     quorum_ok = observed.has_quorum()

@@ -259,7 +259,13 @@ class ClusterActor(Actor[ClusterMessage]):
         step = plan(spec, observed, self._planners)
         publish = partial(self._publish, self._assess(desired, observed, step))
         self._feed.publish(observed)
-        if self._going_away or not (isinstance(step, Action) and self._holdoff.allows(trio.current_time())):
+        # Suspended (etcd.io/suspend): observed and reported, the step only named as held.
+        held = desired.resource.suspended
+        if (
+            held
+            or self._going_away
+            or not (isinstance(step, Action) and self._holdoff.allows(trio.current_time()))
+        ):
             await publish()
             return
         ports = self._ports
@@ -351,6 +357,7 @@ class ClusterActor(Actor[ClusterMessage]):
             failure=self._failure,
             last_recovery=self._last_recovery,
             tls=self._reports.tls,
+            suspended=desired.resource.suspended,
         )
 
     async def _publish(self, status: ClusterStatus | None) -> None:

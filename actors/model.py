@@ -17,6 +17,8 @@ API_VERSION = "v1alpha1"
 KIND = "EtcdCluster"
 # A changed value starts one CA rotation (actors/ca_rotation.py).
 ROTATE_CA_ANNOTATION = "etcd.io/rotate-ca"
+# "true": the supervisor changes nothing, only observes and reports (phase Suspended).
+SUSPEND_ANNOTATION = "etcd.io/suspend"
 
 DEFAULT_SIZE = 3
 MIN_SIZE = 1
@@ -321,6 +323,8 @@ class ClusterResource:
     recorded_members: tuple[str, ...] = ()
     # metadata.annotations["etcd.io/rotate-ca"]: a value not acted on yet starts a CA rotation.
     rotate_ca: str = ""
+    # metadata.annotations["etcd.io/suspend"] == "true": no step is taken (a maintenance window).
+    suspended: bool = False
 
 
 # --- status -------------------------------------------------------------------------------
@@ -332,6 +336,7 @@ class Phase(enum.StrEnum):
     SCALING = "Scaling"
     FAILED = "Failed"
     RECOVERING = "Recovering"
+    SUSPENDED = "Suspended"
 
 
 class Role(enum.StrEnum):

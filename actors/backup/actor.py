@@ -217,8 +217,8 @@ class BackupActor(Actor[Wake]):
 
     async def _apply_retention(self, spec: BackupSpec, store: ObjectStore, now: float) -> None:
         keep, max_age = spec.retention.keep, spec.retention.max_age
-        if keep is None and max_age is None:
-            return
+        if (keep is None and max_age is None) or self._context.desired().resource.suspended:
+            return  # suspended: backups are still taken, none deleted (the next success prunes)
         age = duration_seconds(max_age) if max_age else None
         for doomed in expired(await self._records(store), keep=keep, max_age=age, now=now):
             await store.delete(doomed.key)

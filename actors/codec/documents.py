@@ -26,6 +26,7 @@ from actors.model import (
     BACKUP_KIND,
     KIND,
     ROTATE_CA_ANNOTATION,
+    SUSPEND_ANNOTATION,
     ClusterRef,
     ClusterResource,
     EtcdBackup,
@@ -54,6 +55,9 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         spec_doc = {}
     spec = parse_spec(spec_doc, r)
     rotate_ca = _annotation(meta, ROTATE_CA_ANNOTATION, r)
+    suspended = _annotation(meta, SUSPEND_ANNOTATION, r)
+    if suspended not in ("", "true", "false"):
+        r.fail(f"metadata.annotations.{SUSPEND_ANNOTATION}", f'must be "true" or "false" (got {suspended!r})')
     if r.errors:
         raise InvalidCluster(tuple(r.errors))
     generation = meta.get("generation", 1)
@@ -64,6 +68,7 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         uid=str(meta.get("uid", "")),
         recorded_members=_recorded_members(doc.get("status")),
         rotate_ca=rotate_ca,
+        suspended=suspended == "true",
     )
 
 

@@ -54,9 +54,10 @@ class DefragActor(Actor[Wake]):
         if observed is None:
             return  # the cluster actor has not looked yet
         self._tidy(observed)
-        defrag = self._context.desired().resource.spec.maintenance.defrag
-        if defrag is None or self._board.round is not None:
-            return
+        resource = self._context.desired().resource
+        defrag = resource.spec.maintenance.defrag
+        if defrag is None or self._board.round is not None or resource.suspended:
+            return  # suspended: no round begins (one under way is held by the cluster actor)
         round_ = self._scheduled(defrag, observed) or self._fragmented(defrag, observed)
         if round_ is not None and self._board.begin(round_):
             self._quiet_until = trio.current_time() + COOLDOWN

@@ -243,3 +243,17 @@ def test_status_tls_is_written_with_rfc3339_times() -> None:
         "lastRotation": {"kind": "leaf", "completionTime": "1970-01-01T00:00:30Z"},
     }
     assert "tls" not in status_to_dict(ClusterStatus())
+
+
+def test_the_suspend_annotation_is_true_false_or_absent_else_a_named_error() -> None:
+    def doc(value: object) -> dict[str, object]:
+        meta: dict[str, object] = {"name": "demo"}
+        if value is not None:
+            meta["annotations"] = {"etcd.io/suspend": value}
+        return {"apiVersion": "etcd.io/v1alpha1", "kind": "EtcdCluster", "metadata": meta, "spec": {}}
+
+    assert parse_cluster(doc("true")).suspended is True
+    assert parse_cluster(doc("false")).suspended is False
+    assert parse_cluster(doc(None)).suspended is False
+    with pytest.raises(InvalidCluster, match=r'metadata.annotations.etcd.io/suspend: must be "true" or "false"'):
+        parse_cluster(doc("yes"))
