@@ -291,6 +291,8 @@ class ClusterSpec:
     # (ca.crt, server.crt/key, peer.crt/key, client.crt/key); None: generated ones.
     tls_secret: str | None = None
     resources: ResourceSpec = field(factory=ResourceSpec)
+    # spec.etcdOptions: extra etcd flags (name without dashes -> value), passed to every member.
+    etcd_options: Mapping[str, str] = field(factory=dict)
     # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
     debug_sidecar: bool = False
     health: HealthSpec = field(factory=HealthSpec)

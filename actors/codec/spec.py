@@ -9,6 +9,7 @@ from typing import Any
 
 from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
+from actors.etcd_flags import FLAGS, OWNED
 from actors.model import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_CERT_VALIDITY,
@@ -55,6 +56,7 @@ SPEC_FIELDS = {
     "maintenance",
     "restore",
     "disasterRecovery",
+    "etcdOptions",
 }
 
 
@@ -80,19 +82,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
     if not REPOSITORY_PATTERN.match(repository):
         r.fail("spec.repository", f"must be an image repository without tag or digest (got {repository!r})")
 
-    storage_doc = r.mapping(spec, "storage", "spec.storage", {"size", "storageClassName", "reclaimPolicy"})
-    storage_size = r.string(storage_doc, "size", "spec.storage.size", DEFAULT_STORAGE_SIZE) or ""
-    if not QUANTITY_PATTERN.match(storage_size) or float(re.sub(r"[^0-9.]", "", storage_size) or 0) <= 0:
-        r.fail("spec.storage.size", f"must be a positive quantity such as 10Gi (got {storage_size!r})")
-    reclaim = r.string(storage_doc, "reclaimPolicy", "spec.storage.reclaimPolicy", ReclaimPolicy.RETAIN.value)
-    if reclaim not in {p.value for p in ReclaimPolicy}:
-        r.fail("spec.storage.reclaimPolicy", f"must be Retain or Delete (got {reclaim!r})")
-        reclaim = ReclaimPolicy.RETAIN.value
-    storage = StorageSpec(
-        size=storage_size,
-        storage_class_name=r.string(storage_doc, "storageClassName", "spec.storage.storageClassName", None),
-        reclaim_policy=ReclaimPolicy(reclaim),
-    )
+    storage = _storage(spec, r)
 
     tls = _tls(spec, r)
     resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
@@ -107,6 +97,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         tls_enabled=r.boolean(tls, "enabled", "spec.security.tls.enabled", True),
         certificates=_certificates(tls, r),
         tls_secret=_tls_secret(tls, r),
+        etcd_options=_etcd_options(spec, version or DEFAULT_VERSION, r),
         resources=ResourceSpec(
             requests=r.string_map(resources_doc, "requests", "spec.resources.requests"),
             limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),
@@ -120,7 +111,50 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
     )
 
 
+def _storage(spec: Mapping[str, Any], r: Reader) -> StorageSpec:
+    storage_doc = r.mapping(spec, "storage", "spec.storage", {"size", "storageClassName", "reclaimPolicy"})
+    storage_size = r.string(storage_doc, "size", "spec.storage.size", DEFAULT_STORAGE_SIZE) or ""
+    if not QUANTITY_PATTERN.match(storage_size) or float(re.sub(r"[^0-9.]", "", storage_size) or 0) <= 0:
+        r.fail("spec.storage.size", f"must be a positive quantity such as 10Gi (got {storage_size!r})")
+    reclaim = r.string(storage_doc, "reclaimPolicy", "spec.storage.reclaimPolicy", ReclaimPolicy.RETAIN.value)
+    if reclaim not in {p.value for p in ReclaimPolicy}:
+        r.fail("spec.storage.reclaimPolicy", f"must be Retain or Delete (got {reclaim!r})")
+        reclaim = ReclaimPolicy.RETAIN.value
+    return StorageSpec(
+        size=storage_size,
+        storage_class_name=r.string(storage_doc, "storageClassName", "spec.storage.storageClassName", None),
+        reclaim_policy=ReclaimPolicy(reclaim),
+    )
+
+
 CERTIFICATES = "spec.security.tls.certificates"
+ETCD_OPTIONS = "spec.etcdOptions"
+MAX_ETCD_OPTIONS = 32  # the CRD's maxProperties: it bounds the cost of its CEL rule
+
+
+def _etcd_options(spec: Mapping[str, Any], version: str, r: Reader) -> dict[str, str]:
+    """Extra etcd flags: known to the member's minor, not one the supervisor sets, a string."""
+    doc = spec.get("etcdOptions") or {}
+    if not isinstance(doc, Mapping):
+        r.fail(ETCD_OPTIONS, "must be an object of flag names (without --) to string values")
+        return {}
+    if len(doc) > MAX_ETCD_OPTIONS:
+        r.fail(ETCD_OPTIONS, f"may hold at most {MAX_ETCD_OPTIONS} flags (got {len(doc)})")
+    minor = ".".join(version.split(".")[:2])
+    known = FLAGS.get(minor)
+    out = {}
+    for flag, value in doc.items():
+        name = str(flag)
+        where = f"{ETCD_OPTIONS}.{name}"
+        if name in OWNED:
+            r.fail(where, f"cannot be set here: {OWNED[name]}")
+        elif known is not None and name not in known:
+            r.fail(where, f"is not a flag of etcd {minor} (names are written without the leading --)")
+        elif not isinstance(value, str):
+            r.fail(where, f"must be a string (got {value!r}): quote numbers and booleans")
+        else:
+            out[name] = value
+    return out
 
 
 def _tls(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:

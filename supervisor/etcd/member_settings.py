@@ -49,7 +49,11 @@ def defrag_settings(version: str) -> tuple[tuple[str, str], ...]:
 
 def member_settings(spec: ClusterSpec) -> tuple[tuple[str, str], ...]:
     """The etcd settings of a member of `spec` that both runtimes pass the same way."""
-    return SUPERVISED_MEMBER_SETTINGS + defrag_settings(spec.version) + maintenance_settings(spec.maintenance)
+    supervised = (
+        SUPERVISED_MEMBER_SETTINGS + defrag_settings(spec.version) + maintenance_settings(spec.maintenance)
+    )
+    # The user's spec.etcdOptions last, sorted: none of them is one of ours (the codec refuses those).
+    return supervised + tuple(sorted(spec.etcd_options.items()))
 
 
 def config_fingerprint(spec: ClusterSpec, *runtime_parts: str) -> str:

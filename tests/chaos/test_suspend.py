@@ -33,8 +33,10 @@ async def test_a_suspended_cluster_is_observed_but_not_healed_until_resumed(tmp_
         # Seen and reported: the member is down and what would be done is named, not done.
         held = await sup.wait_for(
             DEMO.ref,
-            lambda s: not next(m for m in s.members if m.name == victim.name).healthy
-            and "held" in (condition(s, "Suspended").message if condition(s, "Suspended") else ""),
+            lambda s: (
+                not next(m for m in s.members if m.name == victim.name).healthy
+                and "held" in (condition(s, "Suspended").message if condition(s, "Suspended") else "")
+            ),
             timeout=30,
         )
         assert held.phase is Phase.SUSPENDED

@@ -142,6 +142,16 @@ REJECTED = {
         "spec.security.tls.enabled",
         "must be of type boolean",
     ),
+    "etcd-options-owned": (
+        {"etcdOptions": {"heartbeat-interval": "200", "data-dir": "/elsewhere"}},
+        "spec.etcdOptions",
+        "may not set a flag the supervisor sets itself",
+    ),
+    "etcd-options-number": (
+        {"etcdOptions": {"heartbeat-interval": 200}},
+        "spec.etcdOptions.heartbeat-interval",
+        "must be of type string",
+    ),
     "certificates-too-short": (
         {"security": {"tls": {"certificates": {"validity": "10s"}}}},
         "spec.security.tls.certificates.validity",

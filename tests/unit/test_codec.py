@@ -255,5 +255,43 @@ def test_the_suspend_annotation_is_true_false_or_absent_else_a_named_error() -> 
     assert parse_cluster(doc("true")).suspended is True
     assert parse_cluster(doc("false")).suspended is False
     assert parse_cluster(doc(None)).suspended is False
-    with pytest.raises(InvalidCluster, match=r'metadata.annotations.etcd.io/suspend: must be "true" or "false"'):
+    with pytest.raises(
+        InvalidCluster, match=r'metadata.annotations.etcd.io/suspend: must be "true" or "false"'
+    ):
         parse_cluster(doc("yes"))
+
+
+def test_etcd_options_take_known_flags_as_strings_and_refuse_ours_by_name() -> None:
+    from supervisor.etcd.member_settings import config_fingerprint, member_settings
+
+    def spec(options: object, version: str = "3.5.35") -> dict[str, object]:
+        return {
+            "apiVersion": "etcd.io/v1alpha1",
+            "kind": "EtcdCluster",
+            "metadata": {"name": "demo"},
+            "spec": {"version": version, "etcdOptions": options},
+        }
+
+    tuned = parse_cluster(spec({"heartbeat-interval": "200", "election-timeout": "2000"})).spec
+    assert tuned.etcd_options == {"heartbeat-interval": "200", "election-timeout": "2000"}
+    assert member_settings(tuned)[-2:] == (("election-timeout", "2000"), ("heartbeat-interval", "200"))
+    plain = parse_cluster(spec({})).spec
+    assert config_fingerprint(tuned) != config_fingerprint(plain)  # a change rolls the members
+    with pytest.raises(
+        InvalidCluster, match=r"spec.etcdOptions.data-dir: cannot be set here: set by the supervisor"
+    ):
+        parse_cluster(spec({"data-dir": "/x"}))
+    with pytest.raises(
+        InvalidCluster, match=r"spec.etcdOptions.quota-backend-bytes: .*spec.maintenance.quotaBackendBytes"
+    ):
+        parse_cluster(spec({"quota-backend-bytes": "1"}))
+    with pytest.raises(
+        InvalidCluster, match=r"spec.etcdOptions.--heartbeat-interval: is not a flag of etcd 3.5"
+    ):
+        parse_cluster(spec({"--heartbeat-interval": "200"}))
+    # A flag of 3.5 that 3.6 dropped (v2 emulation) is refused for 3.6 members.
+    assert "enable-v2" in parse_cluster(spec({"enable-v2": "false"})).spec.etcd_options
+    with pytest.raises(InvalidCluster, match=r"spec.etcdOptions.enable-v2: is not a flag of etcd 3.6"):
+        parse_cluster(spec({"enable-v2": "false"}, "3.6.16"))
+    with pytest.raises(InvalidCluster, match=r"spec.etcdOptions.heartbeat-interval: must be a string"):
+        parse_cluster(spec({"heartbeat-interval": 200}))

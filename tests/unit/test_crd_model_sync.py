@@ -30,6 +30,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "tls_enabled": ("security", "tls", "enabled"),
     "certificates": ("security", "tls", "certificates"),
     "tls_secret": ("security", "tls", "secretRef", "name"),
+    "etcd_options": ("etcdOptions",),
     "resources": ("resources",),
     "debug_sidecar": ("debug", "networkSidecar"),
     "health": ("health",),
