@@ -4,13 +4,18 @@ planner then adds a new member in their place."""
 from __future__ import annotations
 
 from actors.actions import RemoveMember, Step
-from actors.model import ClusterSpec
+from actors.model import ClusterSpec, ProcessState
 from actors.observed import Observed
 
 
 def replace_lost_data(spec: ClusterSpec, observed: Observed) -> Step | None:
     for m in observed.members:
         r = observed.runtime_for(m)
+        if r is not None and r.state is ProcessState.STARTING:
+            # Its data directory appears as etcd starts: a runtime listing taken a moment before
+            # shows none, while etcd already lists the new learner by name. A chaos run removed a
+            # learner 0.1 s after adding it that way; a starting member is judged once it runs.
+            continue
         started_before = bool(m.name)
         # A process may outlive its deleted data for a while, serving from open files; it can
         # never restart, so it counts as gone already.

@@ -73,6 +73,13 @@ def test_data_loss_removes_a_member_whose_data_is_gone():
     assert replace_lost_data(THREE, healthy(3)) is None
 
 
+def test_data_loss_leaves_a_starting_learner_alone_though_no_data_is_listed_yet():
+    runtime, members, health = cluster(3)
+    runtime[2] = rt(2, STARTING, has_data=False)  # listed just before etcd made its directory
+    members[2] = attrs.evolve(members[2], is_learner=True)
+    assert replace_lost_data(THREE, observed(runtime, members, health)) is None
+
+
 def test_leftovers_deletes_runtime_members_etcd_does_not_know():
     runtime, members, health = cluster(3)
     runtime.append(rt(5, ABSENT, has_data=False))
