@@ -8,6 +8,7 @@ StatefulSet so the cluster actor orders every membership change with the pod lif
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -485,8 +486,12 @@ def cluster_token(owner: Owner) -> str:
 
 
 def member_config(spec: ClusterSpec) -> MemberConfig:
-    """A member pod's configuration: the etcd settings and the image (repository and tag)."""
-    return MemberConfig(config_fingerprint(spec, spec.image))
+    """A member pod's configuration: the etcd settings, the image (repository and tag) and the
+    container's resources, which a pod cannot change in place: a change rolls the members."""
+    resources = _container_resources(spec)
+    # Only when set: a cluster without resources keeps the fingerprint its pods were made with.
+    parts = [spec.image, *([json.dumps(resources, sort_keys=True)] if resources else [])]
+    return MemberConfig(config_fingerprint(spec, *parts))
 
 
 # A user's certificates (secretRef) also have a peer pair, copied under these keys (byo_tls.py).
