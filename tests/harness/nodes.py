@@ -14,9 +14,11 @@ nothing a pod sends leaves this machine.
 The control plane (etcd, kube-apiserver, controller-manager, scheduler) runs on the host, as
 tests/harness/node.py starts it, and so do CoreDNS (kubeadm's configuration: ttl 30, cluster.local
 not cached) and a kube-proxy of its own so that ClusterIPs work from the host too. Nodes are
-labelled ``topology.kubernetes.io/zone=a|b|c``. Volumes: the controller-manager's hostPath
-provisioner (StorageClass ``hostpath``) puts every PV under /tmp/hostpath_pv on the host, which
-every node sees: not node-local yet (a PV does not follow a node's failure as on bare metal).
+labelled ``topology.kubernetes.io/zone=a|b|c``. Volumes are node-local, as on bare metal: the
+default StorageClass ``local-node`` has no provisioner; the harness makes ``volumes_per_node`` PVs
+per node ahead of time (a directory under the node's own, nodeAffinity to that node), which the
+scheduler binds where a claim's pod lands (WaitForFirstConsumer). A member's data cannot follow
+it to another node. ``recycle_local_volumes()`` makes Released ones Available again, emptied.
 
 Node operations: ``stop(name)`` freezes the node's pods (cgroup freezer: they keep their state
 and answer nothing) and kills its kubelet, kube-proxy and containerd; ``start(name)`` thaws the
@@ -34,7 +36,8 @@ API
 ``open_nodes(count=3) -> contextmanager[Nodes]``  cleanup, start, yield, stop, cleanup
 ``Nodes``  ``.api``, ``.kubeconfig``, ``.kubectl(...)``, ``.names``, ``.start_seconds``,
            ``.import_image(archive)``, ``.stop(name)``, ``.start(name)``, ``.partition(name,
-           both_ways=True)``, ``.heal(name)``, ``.cluster_dns_command(cmd)``
+           both_ways=True)``, ``.heal(name)``, ``.cluster_dns_command(cmd)``,
+           ``.add_local_volumes(per_node)``, ``.recycle_local_volumes()``
 ``cleanup()``, ``leftovers() -> list[str]``
 """
 
@@ -58,10 +61,8 @@ from tests.harness import node as one_node
 from tests.harness.kube import KubeAPIServer, _free_port, _spawn, _terminate, require_binaries
 from tests.harness.node import (
     CLUSTER_DOMAIN,
-    HOSTPATH_PV_DIR,
     KUBERNETES_SERVICE_IP,
     SERVICE_CIDR,
-    STORAGE_CLASS,
     NodeAPIServer,
     _cgroup_dirs,
     _http_ok,
@@ -88,6 +89,21 @@ CGROUP_ROOT = "etcd-supervisor-nodes"
 ZONES = "abcdefgh"
 NODE_VETH = "eth0"  # the node's side of its veth, inside its namespace
 KUBELET_PORT = 10250  # each kubelet has a network namespace, so all can use the usual port
+LOCAL_CLASS = "local-node"
+VOLUME_SIZE = "10Gi"  # an EtcdCluster's default spec.storage.size
+
+# As bare-metal clusters have it (sig-storage's local static provisioner): PVs made ahead of time
+# on each node, bound only once the scheduler has placed the claim's pod. The default class here.
+LOCAL_STORAGE_CLASS = f"""
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: {LOCAL_CLASS}
+  annotations: {{storageclass.kubernetes.io/is-default-class: "true"}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+"""
 
 
 @attrs.frozen
@@ -132,6 +148,36 @@ class NodeSpec:
     def containerd_socket(self) -> Path:
         return self.dir / "containerd" / "containerd.sock"
 
+    def volume_path(self, i: int) -> Path:
+        return self.dir / "volumes" / f"pv-{i}"
+
+
+def local_volume(spec: NodeSpec, i: int) -> dict[str, object]:
+    """A PV on the node's own directory, usable only by pods on that node (its nodeAffinity)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{spec.name}-pv-{i}", "labels": {"e2en/node": spec.name}},
+        "spec": {
+            "capacity": {"storage": VOLUME_SIZE},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": LOCAL_CLASS,
+            "local": {"path": str(spec.volume_path(i))},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [spec.name]}
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
 
 def _in_netns(name: str) -> list[str]:
     """A command prefix entering only the node's network namespace (mounts stay the host's)."""
@@ -146,18 +192,11 @@ def _netns_run(name: str, *cmd: str) -> subprocess.CompletedProcess[str]:
 
 
 def _our_mounts() -> list[str]:
-    """Mounts under ROOT (the pods' network namespaces among them) and the hostPath PVs; not
-    node.py's /run/netns/cni-*, which a crashed one-node run may have left for its own cleanup."""
-    points = {
-        line.split()[4].replace("\\040", " ")
-        for line in Path("/proc/self/mountinfo").read_text().splitlines()
-    }
-    ours = [
-        p
-        for p in points
-        if p.startswith((f"{ROOT}/", f"{HOSTPATH_PV_DIR}/")) or p in (str(ROOT), str(HOSTPATH_PV_DIR))
-    ]
-    return sorted(ours, key=len, reverse=True)
+    """Mounts under ROOT (volumes, the pods' network namespaces); not node.py's
+    /run/netns/cni-*, which a crashed one-node run may have left for its own cleanup."""
+    mountinfo = Path("/proc/self/mountinfo").read_text().splitlines()
+    points = {line.split()[4].replace("\\040", " ") for line in mountinfo}
+    return sorted((p for p in points if p == str(ROOT) or p.startswith(f"{ROOT}/")), key=len, reverse=True)
 
 
 def _freezer_dirs() -> list[Path]:
@@ -217,7 +256,6 @@ def cleanup() -> None:
     if not _our_mounts():  # never rm -rf through a mount into the host's files
         _keep_logs()
         shutil.rmtree(ROOT, ignore_errors=True)
-        shutil.rmtree(HOSTPATH_PV_DIR, ignore_errors=True)
 
 
 def _keep_logs() -> None:
@@ -373,6 +411,7 @@ class Nodes:
     api: NodesAPIServer
     specs: tuple[NodeSpec, ...]
     negative_cache_seconds: int | None = None
+    volumes_per_node: int = 6
     start_seconds: float = 0.0
     procs: dict[str, subprocess.Popen[bytes]] = attrs.field(factory=dict)
     imported: list[Path] = attrs.field(factory=list)  # images every node (re)started gets
@@ -416,7 +455,8 @@ class Nodes:
         self._start_coredns()
         for spec in self.specs:
             self.wait_ready(spec.name)
-        self.kubectl("apply", "-f", "-", input=STORAGE_CLASS)
+        self.kubectl("apply", "-f", "-", input=LOCAL_STORAGE_CLASS)
+        self.add_local_volumes(self.volumes_per_node)
         self.start_seconds = time.monotonic() - began
 
     def _start_controllers(self) -> None:
@@ -434,7 +474,6 @@ class Nodes:
                 # No node IPAM: each node's podCIDR is its CNI config's, fixed here.
                 "--controllers=*,-nodeipam",
                 f"--cluster-cidr={CLUSTER_CIDR}",
-                "--enable-hostpath-provisioner=true",
             ],
         )
         self._spawn(
@@ -625,6 +664,30 @@ class Nodes:
         for table, chain, *match in self._partition_rules(both_ways=True):
             while _run(*_in_netns(name), "iptables", "-t", table, "-D", chain, *match).returncode == 0:
                 pass
+
+    # --- volumes ---
+
+    def add_local_volumes(self, per_node: int, first: int = 0) -> None:
+        """``per_node`` more PVs on each node (pv-<first>... ): directories under the node's own."""
+        pvs = []
+        for spec in self.specs:
+            for i in range(first, first + per_node):
+                spec.volume_path(i).mkdir(parents=True, exist_ok=True)
+                pvs.append(local_volume(spec, i))
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(pvs))
+
+    def recycle_local_volumes(self) -> list[str]:
+        """Released PVs (their claim deleted) emptied and made Available again, as the local
+        static provisioner's cleaner does; returns their names."""
+        pvs = self.api.get_json("pv", "-l", "e2en/node")["items"]
+        released = [pv for pv in pvs if pv["status"].get("phase") == "Released"]
+        for pv in released:
+            path = Path(pv["spec"]["local"]["path"])
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir(parents=True)
+            patch = '[{"op": "remove", "path": "/spec/claimRef"}]'
+            self.kubectl("patch", "pv", pv["metadata"]["name"], "--type=json", "-p", patch)
+        return [pv["metadata"]["name"] for pv in released]
 
     # --- use ---
 

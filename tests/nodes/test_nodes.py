@@ -1,10 +1,11 @@
 """The three-node harness itself, on real components: nodes Ready in their zones, pods spread over
-them reaching each other by pod IP, ClusterIP and DNS name (from pods and from this host), and
-the node operations the multi-node tests will use: a partition cuts a node off until healed; a
-stopped node goes NotReady with its pods unreachable, and comes back Ready with them.
+them reaching each other by pod IP, ClusterIP and DNS name (from pods and from this host), a claim
+bound to a volume on its pod's node, and the node operations the multi-node tests will use: a
+partition cuts a node off until healed; a stopped node goes NotReady with its pods unreachable,
+and comes back Ready with them.
 
 One Deployment of three web servers (busybox httpd answering its node's name), one per node by
-required anti-affinity, serves every test of the module.
+required anti-affinity, serves the network tests.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -149,6 +151,62 @@ def test_spread_pods_reach_each_other_by_ip_service_and_name(
         three_nodes.cluster_dns_command(["getent", "hosts", name]), capture_output=True, text=True, timeout=30
     )
     assert getent.stdout.split()[:1] == [service_ip], getent
+
+
+CLAIM = """
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: writer}
+spec:
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: writer
+    image: IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, 'echo "$NODE" > /data/written-on && exec sleep 3600']
+    env:
+    - name: NODE
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+""".replace("IMAGE", BUSYBOX_IMAGE)
+
+
+def test_a_claim_binds_a_volume_on_its_pods_node(three_nodes: Nodes, nodes_namespace: str) -> None:
+    ns = nodes_namespace
+    three_nodes.kubectl("apply", "-n", ns, "-f", "-", input=CLAIM)
+    pod = until(
+        lambda: three_nodes.api.get_json("pod", "writer", namespace=ns),
+        accept=lambda p: p["status"].get("phase") == "Running",
+        within=60,
+        what="the writer pod Running",
+    )
+    node = pod["spec"]["nodeName"]
+    claim = three_nodes.api.get_json("pvc", "data", namespace=ns)
+    pv = three_nodes.api.get_json("pv", claim["spec"]["volumeName"])
+    # Bound where the pod landed, and the data is in that node's own directory on this host.
+    assert pv["metadata"]["labels"]["e2en/node"] == node
+    written = Path(pv["spec"]["local"]["path"]) / "written-on"
+    until(lambda: written.exists() and written.read_text().strip(), accept=lambda t: t == node, within=10)
+    # Claim gone: the volume is Released, then emptied and Available again.
+    three_nodes.kubectl("delete", "-n", ns, "pod/writer", "pvc/data", "--wait=true", timeout=60)
+    name = pv["metadata"]["name"]
+    until(
+        lambda: three_nodes.api.get_json("pv", name)["status"]["phase"],
+        accept=lambda ph: ph == "Released",
+        within=30,
+    )
+    assert three_nodes.recycle_local_volumes() == [name]
+    assert three_nodes.api.get_json("pv", name)["status"]["phase"] == "Available"
+    assert not written.exists()
 
 
 def test_a_partitioned_node_is_unreachable_until_healed(
