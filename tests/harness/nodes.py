@@ -379,13 +379,15 @@ def _write_cni_config(node: NodeSpec) -> None:
     (conf / "10-e2en.conflist").write_text(json.dumps(conflist, indent=1))
 
 
-def corefile(ready_port: int, kubeconfig: Path, negative_cache_seconds: int | None = None) -> str:
+def corefile(
+    ready_port: int, kubeconfig: Path, negative_cache_seconds: int | None = None, port: int = 53
+) -> str:
     """kubeadm's CoreDNS configuration (ttl 30; cluster.local answers not cached), or, with
     ``negative_cache_seconds``, NodeLocal DNSCache's habit of keeping NXDOMAIN that long."""
     cache = "disable success cluster.local\n        disable denial cluster.local"
     if negative_cache_seconds is not None:
         cache = f"disable success cluster.local\n        denial 9984 {negative_cache_seconds}"
-    return f"""{CLUSTER_DOMAIN}:53 in-addr.arpa:53 ip6.arpa:53 {{
+    return f"""{CLUSTER_DOMAIN}:{port} in-addr.arpa:{port} ip6.arpa:{port} {{
     bind {HOST_IP}
     errors
     ready 127.0.0.1:{ready_port}
@@ -576,12 +578,18 @@ class Nodes:
         )
 
     def _start_coredns(self) -> None:
+        self.start_coredns(53, self.negative_cache_seconds)
+
+    def start_coredns(self, port: int, negative_cache_seconds: int | None) -> None:
+        """CoreDNS on this host's bridge address at ``port`` (53: the one pods use; another
+        port: a variant beside it, e.g. to compare negative caching)."""
         ready = _free_port()
-        path = ROOT / "coredns" / "Corefile"
+        path = ROOT / "coredns" / f"Corefile-{port}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(corefile(ready, self.api.kubeconfig, self.negative_cache_seconds))
-        self._spawn("coredns", [f"-conf={path}"])
-        self._wait(lambda: _http_ok(f"http://127.0.0.1:{ready}/ready"), "coredns", 60)
+        path.write_text(corefile(ready, self.api.kubeconfig, negative_cache_seconds, port))
+        key = "coredns" if port == 53 else f"coredns-{port}"
+        self._spawn(key, [f"-conf={path}"], self.bin_dir / "coredns")
+        self._wait(lambda: _http_ok(f"http://127.0.0.1:{ready}/ready"), key, 60)
 
     def wait_ready(self, name: str, ready: bool = True, timeout: float = 120) -> None:
         """Until the Node's Ready condition is True (or, with ``ready=False``, is not)."""
