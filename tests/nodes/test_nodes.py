@@ -16,6 +16,8 @@ import struct
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Container
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,11 @@ def _get_from_host(url: str, timeout: float = 3) -> str | None:
         return None
 
 
+def _answered(get: Callable[[], str | None], expected: Container[str], where: str) -> None:
+    """Until ``get()`` is one of ``expected`` (a node name), for at most 15 s."""
+    until(get, accept=lambda got: got in expected, within=15, every=0.5, what=f"an answer in {where}")
+
+
 def _service_ip(nodes: Nodes, ns: str) -> str:
     return str(nodes.api.get_json("service", "web", namespace=ns)["spec"]["clusterIP"])
 
@@ -139,8 +146,9 @@ def test_spread_pods_reach_each_other_by_ip_service_and_name(
         for other, there in web.items():
             # Every pod reaches every pod, its own included, by pod IP across the nodes.
             assert _get_in_pod(three_nodes, ns, here["pod"], f"http://{there['ip']}:8080/") == other
-        # The Service by ClusterIP and by DNS name (kube-proxy in the node, CoreDNS on the host).
-        assert _get_in_pod(three_nodes, ns, here["pod"], f"http://{service_ip}/") in web, node
+        # The Service by ClusterIP and by DNS name (kube-proxy in the node, CoreDNS on the
+        # host), given the node's kube-proxy a moment to program a Service made with the pods.
+        _answered(partial(_get_in_pod, three_nodes, ns, here["pod"], f"http://{service_ip}/"), web, node)
         assert _get_in_pod(three_nodes, ns, here["pod"], f"http://{name}/") in web, node
         looked_up = three_nodes.kubectl("exec", "-n", ns, here["pod"], "--", "nslookup", name).stdout
         assert service_ip in looked_up
@@ -148,7 +156,7 @@ def test_spread_pods_reach_each_other_by_ip_service_and_name(
     # the name through cluster DNS.
     for node, there in web.items():
         assert _get_from_host(f"http://{there['ip']}:8080/") == node
-    assert _get_from_host(f"http://{service_ip}/") in web
+    _answered(lambda: _get_from_host(f"http://{service_ip}/"), web, "this host")
     getent = subprocess.run(
         three_nodes.cluster_dns_command(["getent", "hosts", name]), capture_output=True, text=True, timeout=30
     )
@@ -276,8 +284,10 @@ def test_a_partitioned_node_is_unreachable_until_healed(
         assert _get_from_host(url) is None
     finally:
         three_nodes.heal(cut)
-    assert _get_in_pod(three_nodes, ns, web[peer]["pod"], url) == cut
-    assert _get_in_pod(three_nodes, ns, web[cut]["pod"], f"http://{web[peer]['ip']}:8080/") == peer
+    _answered(lambda: _get_in_pod(three_nodes, ns, web[peer]["pod"], url), [cut], peer)
+    _answered(
+        lambda: _get_in_pod(three_nodes, ns, web[cut]["pod"], f"http://{web[peer]['ip']}:8080/"), [peer], cut
+    )
     assert _get_from_host(url) == cut
 
 
