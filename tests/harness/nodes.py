@@ -13,7 +13,8 @@ nothing a pod sends leaves this machine.
 
 The control plane (etcd, kube-apiserver, controller-manager, scheduler) runs on the host, as
 tests/harness/node.py starts it, and so do CoreDNS (kubeadm's configuration: ttl 30, cluster.local
-not cached) and a kube-proxy of its own so that ClusterIPs work from the host too. Nodes are
+not cached; pods reach it through the kube-dns ClusterIP 10.96.0.10, as on kubeadm's clusters)
+and a kube-proxy of its own so that ClusterIPs work from the host too. Nodes are
 labelled ``topology.kubernetes.io/zone=a|b|c``. Volumes are node-local, as on bare metal: the
 default StorageClass ``local-node`` has no provisioner; the harness makes ``volumes_per_node`` PVs
 per node ahead of time (a directory under the node's own, nodeAffinity to that node), which the
@@ -89,8 +90,32 @@ CGROUP_ROOT = "etcd-supervisor-nodes"
 ZONES = "abcdefgh"
 NODE_VETH = "eth0"  # the node's side of its veth, inside its namespace
 KUBELET_PORT = 10250  # each kubelet has a network namespace, so all can use the usual port
+DNS_SERVICE_IP = "10.96.0.10"  # kubeadm's kube-dns ClusterIP, the pods' nameserver
 LOCAL_CLASS = "local-node"
 VOLUME_SIZE = "10Gi"  # an EtcdCluster's default spec.storage.size
+
+# The pods' nameserver is a ClusterIP, as on kubeadm's clusters (so DNS goes through each node's
+# kube-proxy); its one endpoint is CoreDNS on this host (the endpoint mirroring controller makes
+# the EndpointSlice kube-proxy reads).
+DNS_SERVICE = f"""
+apiVersion: v1
+kind: Service
+metadata: {{name: kube-dns, namespace: kube-system, labels: {{k8s-app: kube-dns}}}}
+spec:
+  clusterIP: {DNS_SERVICE_IP}
+  ports:
+  - {{name: dns, port: 53, protocol: UDP, targetPort: 53}}
+  - {{name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {{name: kube-dns, namespace: kube-system, labels: {{k8s-app: kube-dns}}}}
+subsets:
+- addresses: [{{ip: {HOST_IP}}}]
+  ports:
+  - {{name: dns, port: 53, protocol: UDP}}
+  - {{name: dns-tcp, port: 53, protocol: TCP}}
+"""
 
 # As bare-metal clusters have it (sig-storage's local static provisioner): PVs made ahead of time
 # on each node, bound only once the scheduler has placed the claim's pod. The default class here.
@@ -447,6 +472,7 @@ class Nodes:
         # Before the controller-manager: see node.py (it maps kinds from discovery at start).
         self.api.apply_crds()
         self._start_controllers()
+        self.kubectl("apply", "-f", "-", input=DNS_SERVICE)
         self.imported.append(images.pause_archive(ROOT / "images"))
         for spec in self.specs:
             self._start_containerd(spec)
@@ -515,7 +541,7 @@ class Nodes:
         config = kubelet_config(
             cgroup_root=f"/{spec.cgroup}",
             endpoint=f"unix://{spec.containerd_socket}",
-            cluster_dns=HOST_IP,
+            cluster_dns=DNS_SERVICE_IP,
             resolv_conf=k / "resolv.conf",
             pod_cidr=spec.pod_cidr,
             port=KUBELET_PORT,

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.harness.images import BUSYBOX_IMAGE
-from tests.harness.nodes import HOST_IP, Nodes
+from tests.harness.nodes import DNS_SERVICE_IP, HOST_IP, Nodes
 from tests.harness.poll import until
 
 pytestmark = pytest.mark.slow
@@ -152,6 +152,7 @@ def test_spread_pods_reach_each_other_by_ip_service_and_name(
         assert _get_in_pod(three_nodes, ns, here["pod"], f"http://{name}/") in web, node
         looked_up = three_nodes.kubectl("exec", "-n", ns, here["pod"], "--", "nslookup", name).stdout
         assert service_ip in looked_up
+        assert DNS_SERVICE_IP in looked_up  # the pods' nameserver: the kube-dns Service
     # From this host too: pod IPs (routed via each node), the ClusterIP (the host's kube-proxy),
     # the name through cluster DNS.
     for node, there in web.items():
