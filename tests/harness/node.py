@@ -651,7 +651,8 @@ volumeBindingMode: Immediate
 @contextlib.contextmanager
 def _node_lock(timeout: float = 1200.0) -> Iterator[None]:
     """One node per machine (fixed paths, bridge, DNS address): a second test run waits here
-    until the first one's node is gone. The kernel drops the lock if its holder dies."""
+    until the first one's node is gone. The three-node harness (nodes.py) takes it too: both
+    program the host's iptables. The kernel drops the lock if its holder dies."""
     with LOCK.open("w") as f:
 
         def locked() -> bool:
