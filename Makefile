@@ -176,3 +176,10 @@ node:
 # The e2e tier alone (E2E_KUBECONFIG=<file> runs it against that cluster instead).
 test-e2e-node: install envtest node etcd-versions
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)
+
+# The three-node tier alone (tests/harness/nodes.py: three kubelets, each with its own containerd
+# in a network namespace of its own, one control plane). `make test` runs it too, on the one
+# node's worker: the two tiers share a lock and never run at once.
+.PHONY: test-nodes
+test-nodes: install envtest node
+	$(BIN)/pytest tests/nodes $(PYTEST_ARGS)

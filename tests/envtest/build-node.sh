@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Everything the e2e tier's one-node Kubernetes needs besides kube-apiserver/kubectl (build.sh):
-#  - Debian packages containerd, runc, containernetworking-plugins, busybox-static, iptables and
-#    conntrack (installed when missing and we are root with apt);
+# Everything the e2e tier's one-node Kubernetes (and the three-node tier's, tests/harness/nodes.py)
+# needs besides kube-apiserver/kubectl (build.sh):
+#  - Debian packages containerd, runc, containernetworking-plugins, busybox-static, iptables,
+#    conntrack, iproute2 and util-linux (ip, nsenter) (installed when missing and we are root
+#    with apt);
 #  - kubelet, kube-controller-manager, kube-scheduler and kube-proxy, built from the SAME
 #    k8s.io/kubernetes as kube-apiserver (go.mod), and CoreDNS (coredns/go.mod), into a cache
 #    outside the clone, once per version.
@@ -13,7 +15,7 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/etcd-supervisor"
 
 need_pkgs=()
 for pair in containerd:containerd runc:runc ctr:containerd busybox:busybox-static \
-            iptables:iptables conntrack:conntrack; do
+            iptables:iptables conntrack:conntrack ip:iproute2 nsenter:util-linux; do
   command -v "${pair%%:*}" >/dev/null || need_pkgs+=("${pair#*:}")
 done
 [ -x /usr/lib/cni/bridge ] || need_pkgs+=(containernetworking-plugins)

@@ -34,6 +34,7 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 ETCD_REPOSITORY = "quay.io/coreos/etcd"
 OPERATOR_IMAGE = "etcd-supervisor:dev"  # what deploy/base's Deployment runs
 BUSYBOX = Path("/bin/busybox")
+BUSYBOX_IMAGE = "e2e.local/busybox:1"  # a test pod's tools: sh, httpd, wget, nslookup
 
 
 Layer = Mapping[str, Path | str]  # path in the image -> a file here, or "->target" for a symlink
@@ -108,6 +109,17 @@ def pause_archive(out_dir: Path) -> Path:
         [{"/bin/busybox": BUSYBOX}],
         entrypoint=["/bin/busybox", "sleep", "2147483647"],
     )
+
+
+def busybox_archive(out_dir: Path) -> Path:
+    """busybox-static with the applets a network test runs in a pod (a web server, a client,
+    a resolver that reads the pod's resolv.conf itself)."""
+    if not BUSYBOX.exists():
+        raise MissingComponent("busybox-static missing (make node installs it)")
+    applets = ("sh", "httpd", "wget", "nslookup", "timeout", "sleep", "hostname", "cat", "echo", "mkdir")
+    files: dict[str, Path | str] = {"/bin/busybox": BUSYBOX}
+    files.update({f"/bin/{a}": "->busybox" for a in applets})
+    return write_docker_archive(out_dir / "busybox.tar", BUSYBOX_IMAGE, [files], entrypoint=["/bin/sh"])
 
 
 def default_etcd_dir() -> Path:

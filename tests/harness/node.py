@@ -112,10 +112,10 @@ def _run(*cmd: str | os.PathLike[str], check: bool = False) -> subprocess.Comple
 # --- cleanup: robust to a crashed previous run -----------------------------------------------
 
 
-def _our_pids() -> list[int]:
-    """Processes whose command line names ROOT (every component and containerd's shims)."""
+def _our_pids(root: Path = ROOT) -> list[int]:
+    """Processes whose command line names ``root`` (every component and containerd's shims)."""
     pids = []
-    marker = str(ROOT).encode()
+    marker = str(root).encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             with contextlib.suppress(OSError):
@@ -124,11 +124,11 @@ def _our_pids() -> list[int]:
     return pids
 
 
-def _cgroup_dirs() -> list[Path]:
-    """Our cgroups in every v1 hierarchy (and v2), deepest first."""
+def _cgroup_dirs(name: str = CGROUP_ROOT) -> list[Path]:
+    """Our cgroups (under ``name``) in every v1 hierarchy (and v2), deepest first."""
     found: list[Path] = []
     base = Path("/sys/fs/cgroup")
-    tops = [base / CGROUP_ROOT, *(d / CGROUP_ROOT for d in base.iterdir() if d.is_dir())]
+    tops = [base / name, *(d / name for d in base.iterdir() if d.is_dir())]
     for top in tops:
         if top.is_dir():
             found += [Path(p) for p, _, _ in os.walk(top)]
@@ -141,11 +141,11 @@ def _kill(pids: Sequence[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _our_mounts() -> list[str]:
+def _our_mounts(root: Path = ROOT) -> list[str]:
     mounts = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         point = line.split()[4].replace("\\040", " ")
-        if point.startswith((str(ROOT), str(HOSTPATH_PV_DIR), "/run/netns/cni-", "/var/run/netns/cni-")):
+        if point.startswith((str(root), str(HOSTPATH_PV_DIR), "/run/netns/cni-", "/var/run/netns/cni-")):
             mounts.append(point)
     return sorted(set(mounts), key=len, reverse=True)
 
@@ -252,6 +252,100 @@ def leftovers() -> list[str]:
 
 
 # --- the node -----------------------------------------------------------------------------------
+
+
+def containerd_config(c: Path, socket: Path, cni_conf_dir: Path, *, netns_under_state: bool = False) -> str:
+    """containerd's config: root, state, sockets and runc root under ``c``; CNI from ``cni_conf_dir``.
+    ``netns_under_state`` pins pod network namespaces under the state directory instead of
+    /run/netns/cni-*, so that they are told apart from another node's."""
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    netns = "\n  netns_mounts_under_state_dir = true" if netns_under_state else ""
+    return f"""version = 2
+root = "{c / "root"}"
+state = "{c / "state"}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "{socket}"
+[ttrpc]
+  address = "{socket}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{c / "opt"}"
+[{cri}]
+  sandbox_image = "{images.PAUSE_IMAGE}"
+  # Without it runc fails ("can't get final child's PID from pipe: EOF"): a sandbox may not
+  # lower its oom_score_adj on this machine.
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"{netns}
+[{cri}.containerd]
+  default_runtime_name = "runc"
+  snapshotter = "overlayfs"
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[{cri}.containerd.runtimes.runc.options]
+  SystemdCgroup = false
+  Root = "{c / "runc"}"
+[{cri}.cni]
+  bin_dir = "/usr/lib/cni"
+  conf_dir = "{cni_conf_dir}"
+"""
+
+
+def kubelet_config(
+    *, cgroup_root: str, endpoint: str, cluster_dns: str, resolv_conf: Path, pod_cidr: str, port: int
+) -> dict[str, object]:
+    """A KubeletConfiguration for a test node (cgroupfs, no swap check, low eviction thresholds)."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # The API server reaches logs/exec without a client certificate: a test node only.
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root,
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": endpoint,
+        "imageServiceEndpoint": endpoint,
+        "clusterDomain": CLUSTER_DOMAIN,
+        "clusterDNS": [cluster_dns],
+        "resolvConf": str(resolv_conf),
+        "podCIDR": pod_cidr,
+        "address": "0.0.0.0",
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        # Never garbage-collect the imported images: nothing could pull them back.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+        "nodeStatusUpdateFrequency": "2s",
+        "syncFrequency": "5s",
+    }
+
+
+def make_cgroup_root(name: str) -> None:
+    """``/name`` in every hierarchy: the kubelet wants its cgroup root to exist in each, and
+    cpuset needs CPUs and memory nodes at every level before anything can join it."""
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        if not hierarchy.is_dir():
+            continue
+        parent = hierarchy
+        for part in Path(name).parts:
+            child = parent / part
+            if not child.exists():
+                child.mkdir()
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    if (parent / f).exists():
+                        (child / f).write_text((parent / f).read_text())
+            parent = child
 
 
 @attrs.define
@@ -403,38 +497,7 @@ class Node:
 
     def _start_containerd(self) -> None:
         c = ROOT / "containerd"
-        cri = 'plugins."io.containerd.grpc.v1.cri"'
-        config = f"""version = 2
-root = "{c / "root"}"
-state = "{c / "state"}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "{self.containerd_socket}"
-[ttrpc]
-  address = "{self.containerd_socket}.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{c / "opt"}"
-[{cri}]
-  sandbox_image = "{images.PAUSE_IMAGE}"
-  # Without it runc fails ("can't get final child's PID from pipe: EOF"): a sandbox may not
-  # lower its oom_score_adj on this machine.
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-[{cri}.containerd]
-  default_runtime_name = "runc"
-  snapshotter = "overlayfs"
-[{cri}.containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[{cri}.containerd.runtimes.runc.options]
-  SystemdCgroup = false
-  Root = "{c / "runc"}"
-[{cri}.cni]
-  bin_dir = "/usr/lib/cni"
-  conf_dir = "{ROOT / "cni" / "net.d"}"
-"""
+        config = containerd_config(c, self.containerd_socket, ROOT / "cni" / "net.d")
         c.mkdir(parents=True, exist_ok=True)
         (c / "config.toml").write_text(config)
         proc = self._spawn(
@@ -454,14 +517,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         images.import_archive(archive, address=self.containerd_socket)
 
     def _start_kubelet(self) -> None:
-        # The kubelet wants its cgroup root to exist in every hierarchy; cpuset needs CPUs and
-        # memory nodes before anything can join it.
-        for hierarchy in Path("/sys/fs/cgroup").iterdir():
-            if hierarchy.is_dir() and not (hierarchy / CGROUP_ROOT).exists():
-                (hierarchy / CGROUP_ROOT).mkdir()
-                for f in ("cpuset.cpus", "cpuset.mems"):
-                    if (hierarchy / f).exists():
-                        (hierarchy / CGROUP_ROOT / f).write_text((hierarchy / f).read_text())
+        make_cgroup_root(CGROUP_ROOT)
         k = ROOT / "kubelet"
         k.mkdir(parents=True, exist_ok=True)
         kubeconfig = self.api.write_kubeconfig(
@@ -469,38 +525,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         )
         (k / "resolv.conf").write_text("")  # pods get cluster DNS only, never the host's resolvers
         endpoint = f"unix://{self.containerd_socket}"
-        config = {
-            "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "kind": "KubeletConfiguration",
-            # The API server reaches logs/exec without a client certificate: a test node only.
-            "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "cgroupDriver": "cgroupfs",
-            "cgroupRoot": f"/{CGROUP_ROOT}",
-            "failSwapOn": False,
-            "containerRuntimeEndpoint": endpoint,
-            "imageServiceEndpoint": endpoint,
-            "clusterDomain": CLUSTER_DOMAIN,
-            "clusterDNS": [GATEWAY],
-            "resolvConf": str(k / "resolv.conf"),
-            "podCIDR": POD_CIDR,
-            "address": "0.0.0.0",
-            "port": _free_port(),
-            "readOnlyPort": 0,
-            "healthzPort": 0,
-            "evictionHard": {
-                "memory.available": "100Mi",
-                "nodefs.available": "1%",
-                "imagefs.available": "1%",
-                "nodefs.inodesFree": "1%",
-            },
-            # Never garbage-collect the imported images: nothing could pull them back.
-            "imageGCHighThresholdPercent": 100,
-            "imageGCLowThresholdPercent": 99,
-            "serializeImagePulls": False,
-            "nodeStatusUpdateFrequency": "2s",
-            "syncFrequency": "5s",
-        }
+        config = kubelet_config(
+            cgroup_root=f"/{CGROUP_ROOT}",
+            endpoint=endpoint,
+            cluster_dns=GATEWAY,
+            resolv_conf=k / "resolv.conf",
+            pod_cidr=POD_CIDR,
+            port=_free_port(),
+        )
         (k / "config.yaml").write_text(yaml.safe_dump(config))
         self._spawn(
             "kubelet",
@@ -619,7 +651,8 @@ volumeBindingMode: Immediate
 @contextlib.contextmanager
 def _node_lock(timeout: float = 1200.0) -> Iterator[None]:
     """One node per machine (fixed paths, bridge, DNS address): a second test run waits here
-    until the first one's node is gone. The kernel drops the lock if its holder dies."""
+    until the first one's node is gone. The three-node harness (nodes.py) takes it too: both
+    program the host's iptables. The kernel drops the lock if its holder dies."""
     with LOCK.open("w") as f:
 
         def locked() -> bool:

@@ -4,11 +4,12 @@ A session-wide component (the e2e node, the kube tier's API server, the object-s
 is a session fixture, and xdist gives every worker a session of its own: a test needing one of
 them must run on the one worker that starts it. So every test gets an `xdist_group`:
 
-- the component it needs, heaviest first: one node, one API server, one moto + fake-gcs pair
-  for the tiers that need no node. A test needs one if it is in that component's tier, whatever
-  it asks for: tests/e2e (the node, under one root in /tmp), tests/kube (tests with an API
-  server of their own still run the stand-in kubelet, whose pod addresses 127.0.0.10 and up two
-  workers would hand out twice), tests/stores (their store fixtures pick the S3 or GCS server at
+- the component it needs, heaviest first: one node (or three), one API server, one moto +
+  fake-gcs pair for the tiers that need no node. A test needs one if it is in that component's
+  tier, whatever it asks for: tests/e2e and tests/nodes (one node or three, under one lock and
+  one root in /tmp each), tests/kube (tests with an API server of their own still run the
+  stand-in kubelet, whose pod addresses 127.0.0.10 and up two workers would hand out twice),
+  tests/stores (their store fixtures pick the S3 or GCS server at
   run time); or if its fixture closure asks for it (transitive: a test asking for
   `kube_namespace` needs `kube_apiserver`);
 - otherwise its module, so module-scoped etcd clusters start once, not once per worker.
@@ -25,9 +26,11 @@ from collections.abc import Iterable
 # for, and the fixtures that mark a test elsewhere as needing it. A test needing several runs
 # where the heaviest is (the e2e disaster-recovery test needs the node and S3).
 COMPONENTS = (
-    ("node", "tests/e2e/", ("e2e_cluster",)),
-    ("apiserver", "tests/kube/", ("kube_apiserver",)),
-    ("objstore", "tests/stores/", ("s3_server", "gcs_server")),
+    # The one-node tier and the three-node one (tests/nodes) share the node's lock, fixed
+    # addresses of the host and its iptables: on one worker, one after the other.
+    ("node", ("tests/e2e/", "tests/nodes/"), ("e2e_cluster", "three_nodes")),
+    ("apiserver", ("tests/kube/",), ("kube_apiserver",)),
+    ("objstore", ("tests/stores/",), ("s3_server", "gcs_server")),
 )
 
 # The order groups are handed out in: what takes longest first. Tiers without a shared

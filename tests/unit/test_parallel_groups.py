@@ -20,6 +20,9 @@ def test_a_tier_sharing_a_machine_wide_resource_stays_on_one_worker_whatever_it_
     assert group_of(["private_kube_apiserver"], "tests/kube/test_leader.py") == "apiserver"
     assert group_of(["store"], "tests/stores/test_round_trip.py") == "objstore"
     assert group_of([], "tests/e2e/test_members.py") == "node"
+    # The three-node tier shares the one node's worker: the two never run at once.
+    assert group_of(["three_nodes"], "tests/nodes/test_nodes.py") == "node"
+    assert group_of([], "tests/nodes/test_nodes.py") == "node"
 
 
 def test_a_test_needing_several_components_runs_where_the_heaviest_is() -> None:

@@ -1,0 +1,42 @@
+"""Fixtures for the multi-node tier: three real nodes (tests/harness/nodes.py), started once for
+these tests and torn down afterwards, leaving nothing behind (checked on the way out). It needs
+root and the node's components (``make node``): missing, the tests skip, or fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.harness import images
+from tests.harness.components import MissingComponent, missing, require
+from tests.harness.nodes import ROOT, Nodes, leftovers, open_nodes
+
+
+# Package scope: the nodes stop once this tier is done, not at the end of the whole run.
+@pytest.fixture(scope="package")
+def three_nodes() -> Iterator[Nodes]:
+    if os.geteuid() != 0:
+        missing("the built-in nodes need root (network namespaces, containerd, cgroups)")
+    with contextlib.ExitStack() as stack:
+        try:
+            nodes = stack.enter_context(open_nodes(3))
+        except MissingComponent as exc:
+            missing(str(exc))
+        print(f"\nthree nodes Ready in {nodes.start_seconds:.1f}s")
+        nodes.import_image(require("busybox image", lambda: images.busybox_archive(ROOT / "images")))
+        yield nodes
+    # After the nodes are gone: the harness's own promise, checked every run.
+    assert leftovers() == [], "the three-node harness left things behind"
+
+
+@pytest.fixture(scope="module")
+def nodes_namespace(three_nodes: Nodes) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    three_nodes.kubectl("create", "namespace", name)
+    yield name
+    three_nodes.kubectl("delete", "namespace", name, "--wait=false", check=False)
