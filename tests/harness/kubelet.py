@@ -3,7 +3,7 @@
 The test API server has no nodes, so nothing would ever run the pods the operator creates.
 This plays the kubelet's part as faithfully as one machine allows:
 
-- each pod gets its own loopback address (127.0.N.M, never handed out twice in a session), and
+- each pod gets its own loopback address (127.W.N.M, W the xdist worker: never handed out twice), and
   its DNS names (member_host's fully qualified <member>.<cluster>-peer.<ns>.svc.<domain>, and
   the short form ending in .svc that the search path resolves in a pod, as the headless Service
   would publish them) resolve there through /etc/hosts, so the operator and the members reach
@@ -20,6 +20,7 @@ Needs root (for /etc/hosts); every line it adds carries a marker and is removed 
 from __future__ import annotations
 
 import base64
+import fcntl
 import itertools
 import os
 import socket
@@ -53,19 +54,25 @@ def etcd_for(image: str) -> Path:
 
 
 _hosts_lock = threading.Lock()
+# /etc/hosts is edited by every pytest process that runs a stand-in kubelet: a file lock keeps
+# their read-modify-writes from losing each other's lines.
+HOSTS_LOCK = Path("/tmp/etcd-supervisor-hosts.lock")
 
 # Pod addresses handed out in this session: each new pod gets one never used before, as a CNI's
 # address management would give it. Reusing one from test to test (each kubelet counted from
 # 127.0.0.10) made a new seed's peer port collide with a listener already there in parallel runs
 # ("bind: address already in use", the seed crash-looping for the rest of the test).
 _addresses = itertools.count()
+# Each pytest-xdist worker hands out addresses of its own 127.<worker>.0.0/16, so two processes
+# never give the same address to two pods.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 250
 
 
 def next_pod_address() -> str:
     """A loopback address no pod of this session had, with nothing listening on the member ports."""
     while True:
         n = next(_addresses)
-        ip = f"127.0.{n // 240}.{10 + n % 240}"
+        ip = f"127.{_WORKER}.{n // 240}.{10 + n % 240}"
         if all(_port_free(ip, port) for port in (m.CLIENT_PORT, m.PEER_PORT)):
             return ip
 
@@ -81,7 +88,8 @@ def _port_free(ip: str, port: int) -> bool:
 
 
 def _edit_hosts(add: list[str] = (), drop_marker: str | None = None) -> None:  # type: ignore[assignment]
-    with _hosts_lock:
+    with _hosts_lock, HOSTS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         lines = HOSTS.read_text().splitlines()
         if drop_marker is not None:
             lines = [line for line in lines if not line.endswith(drop_marker)]
