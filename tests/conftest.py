@@ -5,10 +5,12 @@ the suite runs on several xdist workers (`make test`), which tests share a worke
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
+from supervisor.local.processes import PORT_RANGE_ENV
 from tests.harness.components import require
 from tests.harness.objstore import (
     GcsServer,
@@ -19,6 +21,16 @@ from tests.harness.objstore import (
     open_moto_server,
 )
 from tests.harness.parallel import dispatch_rank, group_of
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each xdist worker's local members (and the daemons its tests start) take ports from a
+    slice of their own: a port a stopped member keeps for its restart is then never picked by
+    another worker's member meanwhile ("bind: address already in use", the member replaced)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and PORT_RANGE_ENV not in os.environ:
+        first = 20000 + (int(worker.removeprefix("gw")) % 4) * 3000
+        os.environ[PORT_RANGE_ENV] = f"{first}-{first + 2999}"
 
 
 @pytest.fixture(scope="session")

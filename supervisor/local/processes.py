@@ -330,15 +330,35 @@ def _bindable(port: int) -> bool:
     return True
 
 
+# "FIRST-LAST": where members' ports are chosen instead (other software on this machine
+# listens in the default range, or several daemons share it, as parallel test workers do).
+PORT_RANGE_ENV = "ETCD_SUPERVISOR_LOCAL_PORTS"
+
+
+def _member_port_range() -> tuple[int, int]:
+    configured = os.environ.get(PORT_RANGE_ENV, "")
+    if configured:
+        try:
+            first, last = (int(part) for part in configured.split("-"))
+        except ValueError:
+            raise ValueError(
+                f"{PORT_RANGE_ENV} must be FIRST-LAST, two port numbers (got {configured!r})"
+            ) from None
+        if not 1024 <= first < last <= 65535:
+            raise ValueError(f"{PORT_RANGE_ENV}: need 1024 <= FIRST < LAST <= 65535 (got {configured!r})")
+        return first, last
+    low, _ = _ephemeral_range()
+    return (20000, low - 1) if low > 21000 else (10000, 19999)
+
+
 def pick_free_ports(count: int, *, taken: set[int]) -> list[int]:
     """Ports free on 127.0.0.1 now and not promised to another member.
 
-    Chosen below the kernel's ephemeral range: a port from bind(0) would be in that range,
-    where any outgoing connection (etcd's own peer dials included) can grab it before etcd
-    restarts and binds it again.
+    Chosen below the kernel's ephemeral range (or in $ETCD_SUPERVISOR_LOCAL_PORTS): a port from
+    bind(0) would be in that range, where any outgoing connection (etcd's own peer dials
+    included) can grab it before etcd restarts and binds it again.
     """
-    low, _ = _ephemeral_range()
-    first, last = (20000, low - 1) if low > 21000 else (10000, 19999)
+    first, last = _member_port_range()
     candidates = list(range(first, last + 1))
     random.shuffle(candidates)
     chosen: list[int] = []

@@ -37,6 +37,8 @@ async def test_a_resources_change_remakes_each_member_once_with_the_new_requests
             within=120,
             what="every member pod with the new requests",
         )
-        await eventually(lambda: len(kubelet.runs), lambda runs: runs >= 6, within=60, what="the pods started")
+        await eventually(
+            lambda: len(kubelet.runs), lambda runs: runs >= 6, within=60, what="the pods started"
+        )
         await wait_for(admin, path, healthy(3), timeout=60)
         assert sorted(kubelet.runs) == sorted(["demo-0", "demo-1", "demo-2"] * 2), kubelet.runs
