@@ -34,8 +34,10 @@ async def test_an_etcd_options_change_rolls_the_members_one_at_a_time_under_load
 
         def running_tuned(s) -> bool:  # type: ignore[no-untyped-def]
             flags = [cmdline(m.pid) for m in s.members if m.pid]
-            return is_healthy(s, 3) and len(flags) == 3 and all(
-                "--heartbeat-interval=150" in f and "--election-timeout=1500" in f for f in flags
+            return (
+                is_healthy(s, 3)
+                and len(flags) == 3
+                and all("--heartbeat-interval=150" in f and "--election-timeout=1500" in f for f in flags)
             )
 
         async with trio.open_nursery() as nursery:
