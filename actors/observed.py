@@ -127,8 +127,9 @@ class Observed:
 
     def to_roll(self) -> list[RuntimeMember]:
         """Members a rolling restart must restart: another configuration, or other CA material."""
-        seen = {r.name for r in self.outdated()}
-        return [*self.outdated(), *(r for r in self.untrusting() if r.name not in seen)]
+        outdated = self.outdated()
+        seen = {r.name for r in outdated}
+        return [*outdated, *(r for r in self.untrusting() if r.name not in seen)]
 
     def mixed_configs(self) -> bool:
         """Members started with different configurations: a rolling restart is under way."""

@@ -89,9 +89,9 @@ def copied(data: Mapping[str, str]) -> dict[str, str]:
 
 async def sync_copy(
     client: KubeClient, ref: ClusterRef, source: str, *, now: dt.datetime, owner: m.Owner | None = None
-) -> bool:
+) -> dict[str, str] | None:
     """Update the cluster's <cluster>-tls Secret from the user's `source` Secret (one
-    compare-and-swap update), or make it when `owner` is given; True when the copy changed.
+    compare-and-swap update), or make it when `owner` is given; the copy's data when it changed, else None.
     CertificatesRefused, naming the Secret and the key, when the source is missing or not
     usable: nothing is copied then."""
     user = await _get(client, ref, source)
@@ -106,17 +106,17 @@ async def sync_copy(
     try:
         if live is None:
             if owner is None:
-                return False  # made by the member's first step, which knows the owner
+                return None  # made by the member's first step, which knows the owner
             secret = m.tls_secret(owner, wanted)
             secret["metadata"].setdefault("annotations", {})[ANNOTATION_SOURCE] = source
             await client.create(m.core_path(ref.namespace, "secrets"), secret)
-            return True
+            return wanted
         if (live.get("data") or {}) == wanted:
-            return False
+            return None
         await client.replace(_path(ref, m.tls_secret_name(ref)), {**live, "data": wanted})
     except KubeError as e:
         raise CertificatesRefused(f"secretRef: the copy {m.tls_secret_name(ref)} not written: {e}") from e
-    return True
+    return wanted
 
 
 async def _get(client: KubeClient, ref: ClusterRef, name: str) -> Mapping[str, Any] | None:

@@ -64,10 +64,9 @@ class KubeCertificates(MaterialStore):
             raise CertificatesRefused(f"Secret {_name(cluster)}: unreadable certificate {e}") from e
 
     async def follow_source(self, cluster: ClusterRef, source: str) -> None:
-        if await byo_tls.sync_copy(self._client, cluster, source, now=dt.datetime.now(dt.UTC)):
-            secret = await self._secret(cluster)
-            if secret is not None:
-                write_files(self._tls_root / cluster.namespace / cluster.name, secret.get("data") or {})
+        copied = await byo_tls.sync_copy(self._client, cluster, source, now=dt.datetime.now(dt.UTC))
+        if copied is not None:  # the operator's own files follow the copy just written
+            write_files(self._tls_root / cluster.namespace / cluster.name, copied)
 
     async def write_record(self, cluster: ClusterRef, record: RotationRecord) -> None:
         await self._change(

@@ -17,7 +17,7 @@ from supervisor.kube import manifests as m
 from supervisor.kube.tls import member_dns_names
 from tests.harness.kube import KubeAPIServer
 from tests.harness.poll import eventually
-from tests.kube.test_operator import create_cluster, healthy, operator_with_kubelet, wait_for
+from tests.kube.test_operator import condition, create_cluster, healthy, operator_with_kubelet, wait_for
 from tests.unit.test_byo_tls import NOW, user_secret
 
 pytestmark = pytest.mark.slow
@@ -47,10 +47,6 @@ def leaves_for(ref: ClusterRef, ca: pki.KeyPair) -> dict[str, str]:
     overrides |= {"client.crt": client.cert_pem(), "client.key": client.key_pem()}
     overrides |= {"peer.crt": peer.cert_pem(), "peer.key": peer.key_pem()}
     return user_secret(ca, **overrides)
-
-
-def condition(obj: dict, kind: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), {})
 
 
 async def test_a_users_secret_serves_its_renewal_rolls_out_and_a_broken_one_is_reported(

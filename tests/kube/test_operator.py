@@ -97,6 +97,11 @@ async def create_cluster(admin: KubeClient, name: str, ns: str, spec: dict[str, 
     return f"{CLUSTERS.format(ns=ns)}/{name}"
 
 
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The status condition of that type ({} when absent)."""
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), {})
+
+
 def healthy(size: int) -> Callable[[dict[str, Any]], bool]:
     def check(obj: dict[str, Any]) -> bool:
         status = obj.get("status") or {}

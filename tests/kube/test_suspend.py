@@ -9,13 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.kube import KubeAPIServer
-from tests.kube.test_operator import create_cluster, healthy, operator_with_kubelet, wait_for
+from tests.kube.test_operator import condition, create_cluster, healthy, operator_with_kubelet, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def condition(obj: dict, kind: str) -> dict:
-    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), {})
 
 
 async def test_a_member_lost_while_suspended_is_replaced_only_once_resumed(
