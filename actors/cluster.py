@@ -305,6 +305,7 @@ class ClusterActor(Actor[ClusterMessage]):
             health,
             silent_for=self._times.silent_for(now),
             stopped_for=self._times.stopped_for(now),
+            unplaced_for=self._times.unplaced_for(now),
             restarted_silent=self._times.restarted_silent(),
             vanished=self._vanishings.facts(now),
             maintenance=self._reports.maintenance.round,

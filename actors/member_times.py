@@ -32,6 +32,8 @@ class MemberTimes:
     # When answers from the member's current process begin to count (answers_from).
     _answers_from: dict[str, float] = field(factory=dict)
     _listed_at: float | None = None  # the previous listing
+    # Members whose pod the scheduler could not place, since when (a drained node's volume).
+    _unplaced_since: dict[str, float] = field(factory=dict)
 
     def seen(self, runtime: Iterable[RuntimeMember], now: float) -> None:
         """Fold in the runtime's members as listed at `now`."""
@@ -41,6 +43,10 @@ class MemberTimes:
             self._first_seen.setdefault(r.name, now)
             before = self._seen.get(r.name)
             self._seen[r.name] = (r.state, r.pid)
+            if r.unschedulable:
+                self._unplaced_since.setdefault(r.name, now)
+            else:
+                self._unplaced_since.pop(r.name, None)
             if r.state not in _UP:
                 self._down_since.setdefault(r.name, now)
                 self._up_since.pop(r.name, None)
@@ -100,6 +106,10 @@ class MemberTimes:
         """Stopped members: seconds since they were first seen stopped."""
         return {name: now - since for name, since in self._down_since.items()}
 
+    def unplaced_for(self, now: float) -> dict[str, float]:
+        """Members whose pod cannot be scheduled: seconds since that was first seen."""
+        return {name: now - since for name, since in self._unplaced_since.items()}
+
     def unreachable_for(self, now: float) -> dict[str, float]:
         """Every member: seconds since it last answered a probe, whatever its process did
         meanwhile (restarts do not reset it); never answered: since first seen."""
@@ -116,6 +126,7 @@ class MemberTimes:
             self._answered_at,
             self._first_seen,
             self._answers_from,
+            self._unplaced_since,
         ):
             table.pop(name, None)
         self._restarted_silent.discard(name)

@@ -541,6 +541,10 @@ class RuntimeMember:
     # Its deletion is under way, and nothing is left to do but wait: a pod's grace period and a
     # claim's protection finalizer keep a deleted member listed for a while.
     deleting: bool = False
+    # Its node does not act on it (Kubernetes: a pod's stop unconfirmed well past its grace
+    # period, or a pod given to a node long ago that never got an address): the node is down or
+    # cut off, and a process may run on out of reach.
+    stranded: bool = False
     # Why it cannot be placed (Kubernetes: the scheduler's message on a pod it marked
     # Unschedulable, "0/3 nodes are available: ..."); "" when placed or not tried yet.
     unschedulable: str = ""

@@ -42,6 +42,8 @@ class Observed:
     silent_for: Mapping[str, float] = field(factory=dict)
     # Stopped members: seconds since each was first seen stopped.
     stopped_for: Mapping[str, float] = field(factory=dict)
+    # Members whose pod the scheduler cannot place: seconds since that was first seen.
+    unplaced_for: Mapping[str, float] = field(factory=dict)
     # Members already restarted for not answering, silent again since.
     restarted_silent: frozenset[str] = frozenset()
     # Members deleted in a row for vanishing from etcd's membership (None: none since the last

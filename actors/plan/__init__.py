@@ -9,8 +9,8 @@ before healthy ones, and leadership moves away from a member before it is remove
 The order is the policy. A quorum lost for good is rebuilt first (only in Automatic mode, and
 only once the voters that may return cannot form a quorum). Bring back what is down or silent
 before anything else (that is also how a cluster that lost quorum returns); with quorum lost,
-change nothing; then repair (lost data, leftovers), finish the change in flight (a learner),
-and only then work towards the size.
+change nothing; then repair (lost data, members no node can take, leftovers), finish the
+change in flight (a learner), and only then work towards the size.
 A new capability (upgrades, defragmentation, space) is a planner module added to the list.
 
 No trio, no asyncio, no I/O: everything here is a function of its arguments.
@@ -33,6 +33,8 @@ from actors.plan.recovery import recover_quorum
 from actors.plan.restart import restart_stopped
 from actors.plan.rollout import roll_outdated
 from actors.plan.size import match_size
+from actors.plan.stranded import replace_stranded
+from actors.plan.unplaced import replace_unplaced
 from actors.plan.unresponsive import heal_unresponsive
 
 Planner = Callable[[ClusterSpec, Observed], Step | None]
@@ -40,10 +42,12 @@ Planner = Callable[[ClusterSpec, Observed], Step | None]
 PLANNERS: tuple[Planner, ...] = (
     recover_quorum,
     membership_unknown,
+    replace_stranded,
     restart_stopped,
     heal_unresponsive,
     hold_without_quorum,
     replace_lost_data,
+    replace_unplaced,
     delete_leftovers,
     finish_learner,
     match_size,

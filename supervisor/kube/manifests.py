@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from attrs import frozen
@@ -545,7 +545,9 @@ def member_pod(
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     voter: bool = False,
     trust: str = "",
+    avoid_nodes: Sequence[str] = (),
 ) -> Obj:
+    # `avoid_nodes`: nodes the pod must not be placed on (lately lost: runtime.py).
     # `voter`: the member votes (the disruption budget counts its pod); a learner's, or a
     # member's whose role is not known yet, is "false", never counted for a voter.
     ref, spec = launch.cluster, launch.spec
@@ -594,6 +596,8 @@ def member_pod(
             }
         ],
     }
+    if avoid_nodes:
+        pod_spec["affinity"]["nodeAffinity"] = avoiding(avoid_nodes)
     if spec.image_family is ImageFamily.BITNAMI:
         pod_spec["securityContext"] = {"fsGroup": BITNAMI_UID}
     annotations = {
@@ -615,6 +619,12 @@ def member_pod(
         ),
         "spec": pod_spec,
     }
+
+
+def avoiding(nodes: Sequence[str]) -> Obj:
+    """A node affinity that keeps a pod off `nodes` (by Node name)."""
+    off = {"key": "metadata.name", "operator": "NotIn", "values": sorted(nodes)}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [off]}]}}
 
 
 def etcd_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:

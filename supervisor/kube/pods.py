@@ -54,6 +54,40 @@ def pod_state(pod: Mapping[str, Any] | None) -> ProcessState:
     return ProcessState.STARTING
 
 
+# How long past its deletion deadline (the request plus the grace period) a pod may take to go
+# before its node counts as lost: a kubelet that answers confirms within a few seconds.
+STOP_OVERDUE_SECONDS = 15.0
+
+
+def stop_overdue(pod: Mapping[str, Any] | None, now: dt.datetime) -> bool:
+    """Whether the pod's deletion is overdue: asked to stop, and its kubelet has not confirmed
+    it STOP_OVERDUE_SECONDS after the grace period ended (the node is down or cut off)."""
+    deadline = parse_time(meta(pod).get("deletionTimestamp")) if pod is not None else None
+    return deadline is not None and (now - deadline).total_seconds() > STOP_OVERDUE_SECONDS
+
+
+# How long a pod may sit on the node it was given without an address (its sandbox made) before
+# the node counts as not acting on it. Generous: attaching a cloud disk can take a minute or two.
+NEVER_STARTED_SECONDS = 120.0
+
+
+def never_started(pod: Mapping[str, Any] | None, now: dt.datetime) -> bool:
+    """Whether the pod was given to a node NEVER_STARTED_SECONDS ago and has no address yet: a
+    kubelet that runs would have set its sandbox up (or reported why not) long before."""
+    if pod is None or not (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("podIP"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            placed = parse_time(cond.get("lastTransitionTime"))
+            return placed is not None and (now - placed).total_seconds() > NEVER_STARTED_SECONDS
+    return False
+
+
+def stranded(pod: Mapping[str, Any] | None, now: dt.datetime) -> bool:
+    """Whether the pod's node does not act on it: its stop overdue, or it never started."""
+    return stop_overdue(pod, now) or never_started(pod, now)
+
+
 def being_deleted(*objects: Obj | None) -> bool:
     """Every object the member still has is on its way out (its deletion is requested)."""
     present = [o for o in objects if o is not None]

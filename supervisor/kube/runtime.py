@@ -44,6 +44,8 @@ from supervisor.kube.pods import (
     pod_exit_tail,
     pod_last_error,
     pod_state,
+    stop_overdue,
+    stranded,
     unschedulable,
     urls_from,
 )
@@ -65,6 +67,11 @@ __all__ = ["ClusterGone", "KubeRuntime"]
 from supervisor.member_subscribers import MemberSubscribers
 
 log = logging.getLogger(__name__)
+
+# How long new member pods of a cluster keep off a node that stranded one of its members: long
+# enough for Kubernetes to mark the node NotReady (tainted unschedulable), short enough that a
+# returned node takes members again.
+LOST_NODE_AVOIDANCE = 300.0
 
 Obj = dict[str, Any]
 
@@ -123,6 +130,9 @@ class KubeRuntime:
         self._subscribers = MemberSubscribers()
         # The disruption budget each cluster's admin last wrote (voter_labels.py).
         self.voter_budgets = VoterBudgets()
+        # Nodes that stranded a member of the cluster (node name -> trio time): its new pods
+        # are kept off them for a while (LOST_NODE_AVOIDANCE).
+        self._lost_nodes: dict[ClusterRef, dict[str, float]] = {}
         self.watchers: list[Watcher] = []  # the running watches, for the operator's metrics
         self._warm = WarmPods(
             client,
@@ -273,6 +283,7 @@ class KubeRuntime:
             cluster_domain=self._cluster_domain,
             voter=budget is not None and launch.name in budget.voters,
             trust=trust,
+            avoid_nodes=self._nodes_to_avoid(launch.cluster),
         )
         try:
             made = await self._client.create(m.core_path(launch.cluster.namespace, "pods"), pod)
@@ -283,6 +294,15 @@ class KubeRuntime:
         self._watch_set_aside(made)
         log.info("started member %s of %s (consecutive failures %d)", launch.name, launch.cluster, failures)
         return True
+
+    def _nodes_to_avoid(self, cluster: ClusterRef) -> tuple[str, ...]:
+        """Nodes that stranded a member of the cluster lately. Kubernetes marks a lost node
+        unschedulable only after its node-monitor grace period (40-50 s); a replacement made
+        before that lands on the same node and never starts (tests/nodes saw it)."""
+        now = trio.current_time()
+        recent = {n: t for n, t in self._lost_nodes.get(cluster, {}).items() if now - t < LOST_NODE_AVOIDANCE}
+        self._lost_nodes[cluster] = recent
+        return tuple(sorted(recent))
 
     def _watch_set_aside(self, pod: Obj) -> None:
         if self._background is not None:
@@ -297,6 +317,10 @@ class KubeRuntime:
                 pod = await self._client.get_or_none(path)
                 if pod is None or str(meta(pod).get("uid")) != uid:
                     return
+                if stop_overdue(pod, self._now()):
+                    # Its node does not confirm the stop: waiting longer only holds the
+                    # cluster's next step back (the planners replace such a member).
+                    raise KubeError(409, "PodTerminating", f"{path}: its node has not confirmed the stop")
                 await trio.sleep(self._poll)
         raise KubeError(
             409, "PodTerminating", f"{path} is still terminating after {self._pod_gone_timeout:.0f}s"
@@ -309,8 +333,22 @@ class KubeRuntime:
 
     @refusals_fail_the_step
     async def delete_member(self, cluster: ClusterRef, name: str) -> None:
+        """Only ever asked for a member etcd no longer lists (removed, or never added). A pod
+        whose node does not act on it (pods.stranded) is then deleted at once (no grace period): the
+        process may still run on a node that is down or cut off, but it is out of the
+        membership, so it can neither vote nor commit, and its peers refuse it if it comes
+        back. Forcing it before the removal could let a new pod of the same name run beside it."""
         ns = cluster.namespace
-        await self._client.delete_if_exists(m.core_path(ns, "pods", name))
+        pod_path = m.core_path(ns, "pods", name)
+        pod = await self._client.get_or_none(pod_path)
+        if pod is not None and stranded(pod, self._now()):
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            log.warning("force-deleting pod %s of %s: its node %s does not act on it", name, cluster, node)
+            if node:
+                self._lost_nodes.setdefault(cluster, {})[node] = trio.current_time()
+            await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
+        else:
+            await self._client.delete_if_exists(pod_path)
         await self._client.delete_if_exists(
             m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
         )
@@ -353,6 +391,7 @@ class KubeRuntime:
     async def list_members(self, cluster: ClusterRef) -> Sequence[RuntimeMember]:
         pod_by_member, claim_by_member = await self._members_objects(cluster)
         tls: bool | None = None
+        now = self._now()
         out = []
         for name in sorted(set(pod_by_member) | set(claim_by_member)):
             pod, claim = pod_by_member.get(name), claim_by_member.get(name)
@@ -377,6 +416,7 @@ class KubeRuntime:
                     config=_annotation(pod, m.ANNOTATION_CONFIG),
                     trust=_annotation(pod, m.ANNOTATION_TRUST),
                     deleting=being_deleted(pod, claim),
+                    stranded=stranded(pod, now),
                     unschedulable=unschedulable(pod),
                 )
             )

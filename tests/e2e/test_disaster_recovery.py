@@ -22,9 +22,9 @@ from pathlib import Path
 
 from supervisor.kube import manifests as m
 from tests.e2e.test_backups import etcdctl, event_reasons, on_demand_backup, status
-from tests.e2e.test_members import IN_POD_LOCAL
 from tests.harness.cluster import Cluster
 from tests.harness.formation import etcd_cluster, run_operator, wait_for
+from tests.harness.members_on_nodes import IN_POD_LOCAL
 from tests.harness.node import ROOT
 from tests.harness.objstore import GcsServer
 

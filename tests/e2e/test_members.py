@@ -42,6 +42,7 @@ from tests.harness.formation import (
     tls_files,
     wait_for,
 )
+from tests.harness.members_on_nodes import IN_POD_LOCAL, IN_POD_TLS
 from tests.harness.node import ROOT
 from tests.harness.watch import KubectlWatch
 
@@ -65,13 +66,6 @@ def test_three_static_etcd_pods_become_ready_and_serve(e2e_cluster: Cluster, e2e
 # --- the operator, as a host process --------------------------------------------------------------
 
 
-# etcdctl inside a member pod: the member's own certificate, as mounted by the pod spec.
-IN_POD_TLS = [
-    f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
-    f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
-    f"--key={m.TLS_DIR}/{m.TLS_KEY}",
-]
-IN_POD_LOCAL = ["--endpoints=https://localhost:2379", *IN_POD_TLS]
 
 
 def test_operator_forms_a_tls_cluster_of_real_pods(

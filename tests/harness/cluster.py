@@ -8,14 +8,22 @@ import subprocess
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import pytest
 import yaml
 
 from tests.harness.kube import kubectl
-from tests.harness.node import Node
+
+
+class BuiltInNodes(Protocol):
+    """What the tests use of a built-in cluster (tests/harness/node.py's one node, nodes.py's
+    three): images loaded onto it, and this host resolving names through its DNS."""
+
+    def import_image(self, archive: Path) -> None: ...
+
+    def cluster_dns_command(self, cmd: Sequence[str | os.PathLike[str]]) -> list[str]: ...
 
 
 @attrs.define
@@ -24,7 +32,7 @@ class Cluster:
 
     kubeconfig: Path
     etcd_version: str
-    node: Node | None = None  # the built-in node; None on an external cluster
+    node: BuiltInNodes | None = None  # the built-in node(s); None on an external cluster
 
     def kubectl(
         self,

@@ -617,6 +617,13 @@ class Nodes:
         self._spawn(key, [f"-conf={path}"], self.bin_dir / "coredns")
         self._wait(lambda: _http_ok(f"http://127.0.0.1:{ready}/ready"), key, 60)
 
+    def cache_denials(self, seconds: int | None) -> None:
+        """Restart the CoreDNS pods use with denials cached ``seconds`` (None: kubeadm's
+        configuration, denials not cached), for what negative caching does to the operator."""
+        _terminate(self.procs.pop("coredns"), grace=5)
+        self.negative_cache_seconds = seconds
+        self._start_coredns()
+
     def wait_ready(self, name: str, ready: bool = True, timeout: float = 120) -> None:
         """Until the Node's Ready condition is True (or, with ``ready=False``, is not)."""
 

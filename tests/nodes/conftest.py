@@ -9,11 +9,14 @@ import contextlib
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.harness import images
+from tests.harness.cluster import Cluster
 from tests.harness.components import MissingComponent, missing, require
+from tests.harness.formation import run_operator
 from tests.harness.nodes import ROOT, Nodes, leftovers, open_nodes
 
 
@@ -40,3 +43,26 @@ def nodes_namespace(three_nodes: Nodes) -> Iterator[str]:
     three_nodes.kubectl("create", "namespace", name)
     yield name
     three_nodes.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="package")
+def etcd_nodes(three_nodes: Nodes) -> Cluster:
+    """The three nodes as the e2e tier's Cluster, with the etcd and operator images on every node."""
+    archive, version = require("etcd image", lambda: images.etcd_archive(ROOT / "images"))
+    three_nodes.import_image(archive)
+    three_nodes.import_image(require("operator image", lambda: images.operator_archive(ROOT / "images")))
+    return Cluster(three_nodes.kubeconfig, version, three_nodes)
+
+
+@pytest.fixture
+def nodes_operator(etcd_nodes: Cluster, nodes_namespace: str) -> Iterator[Path]:
+    """The operator on this host watching the module's namespace, making warm and snapshot pods
+    with its image as in a cluster; yields its log (kept with the nodes' logs)."""
+    log = ROOT / "logs" / f"operator-{nodes_namespace}.log"
+    with run_operator(
+        etcd_nodes, nodes_namespace, ROOT / "operator", log, helper_image=images.OPERATOR_IMAGE
+    ):
+        yield log
+    lines = log.read_text(errors="replace").splitlines(True)
+    steps = [ln for ln in lines if "actors.cluster:" in ln or "supervisor.kube.status:" in ln]
+    print(f"operator steps and Events (last 60):\n{''.join(steps[-60:])}")

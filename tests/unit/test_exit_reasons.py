@@ -1,8 +1,17 @@
 """Why a member died, as the runtimes read it: etcd's log locally, the pod's termination message."""
 
+import datetime as dt
 import json
 
-from supervisor.kube.pods import pod_last_error, unschedulable
+from supervisor.kube.pods import (
+    NEVER_STARTED_SECONDS,
+    STOP_OVERDUE_SECONDS,
+    never_started,
+    pod_last_error,
+    stop_overdue,
+    stranded,
+    unschedulable,
+)
 from supervisor.local.etcd_log import last_error_line
 
 
@@ -52,3 +61,30 @@ def test_the_schedulers_reason_for_a_pod_it_cannot_place():
     assert unschedulable({"spec": {"nodeName": "n1"}, "status": pending["status"]}) == ""  # placed since
     scheduled = {"spec": {}, "status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}
     assert unschedulable(scheduled) == "" and unschedulable(None) == ""
+
+
+def test_a_pod_stop_is_overdue_only_well_past_its_grace_period():
+    deadline = dt.datetime(2026, 11, 27, 7, 0, tzinfo=dt.UTC)
+    pod = {"metadata": {"deletionTimestamp": "2026-11-27T07:00:00Z"}}
+    assert not stop_overdue(pod, deadline + dt.timedelta(seconds=STOP_OVERDUE_SECONDS - 1))
+    assert stop_overdue(pod, deadline + dt.timedelta(seconds=STOP_OVERDUE_SECONDS + 1))
+    assert not stop_overdue({"metadata": {}}, deadline + dt.timedelta(days=1))
+    assert not stop_overdue(None, deadline)
+
+
+def test_a_pod_never_started_on_its_node_only_long_after_it_was_placed():
+    placed = dt.datetime(2026, 11, 27, 7, 0, tzinfo=dt.UTC)
+    pod = {
+        "spec": {"nodeName": "e2en-b"},
+        "status": {
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-27T07:00:00Z"}
+            ]
+        },
+    }
+    later = placed + dt.timedelta(seconds=NEVER_STARTED_SECONDS + 1)
+    assert never_started(pod, later) and stranded(pod, later)
+    assert not never_started(pod, placed + dt.timedelta(seconds=NEVER_STARTED_SECONDS - 1))
+    with_address = {**pod, "status": {**pod["status"], "podIP": "10.246.2.7"}}
+    assert not never_started(with_address, later)
+    assert not never_started({"spec": {}, "status": {}}, later)  # not placed: unschedulable's case

@@ -403,3 +403,17 @@ def test_member_ref_reads_our_labels_only() -> None:
     assert member_ref(obj) == (REF, "main-0")
     obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "someone-else"
     assert member_ref(obj) is None
+
+
+def test_a_member_pod_keeps_off_nodes_that_lately_stranded_a_member_and_spreads_as_before():
+    spec = ClusterSpec(size=3)
+    plain = m.member_pod(OWNER, launch(spec))
+    assert "nodeAffinity" not in plain["spec"]["affinity"]
+    pod = m.member_pod(OWNER, launch(spec), avoid_nodes=("node-b", "node-a"))
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-a", "node-b"]}]}
+        ]
+    }
+    assert pod["spec"]["affinity"]["podAntiAffinity"] == plain["spec"]["affinity"]["podAntiAffinity"]

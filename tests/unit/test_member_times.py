@@ -78,3 +78,13 @@ def test_a_restarted_member_counts_answers_only_from_the_listing_that_shows_it_a
     times.seen([rt(0)], now=18.0)  # gone, then back (new pod and volume): since the listing before
     times.seen([rt(0), rt(1, STARTING)], now=20.0)
     assert times.answers_from("demo-1") == 18.0
+
+
+def test_unplaced_counts_from_the_first_listing_without_a_node_and_ends_when_placed():
+    times = MemberTimes()
+    pending = attrs.evolve(rt(0, STARTING), unschedulable="0/3 nodes are available")
+    times.seen([pending, rt(1)], now=10.0)
+    times.seen([pending, rt(1)], now=25.0)
+    assert times.unplaced_for(40.0) == {"demo-0": 30.0}
+    times.seen([rt(0, STARTING), rt(1)], now=41.0)  # scheduled at last
+    assert times.unplaced_for(50.0) == {}

@@ -208,3 +208,66 @@ def test_with_membership_unknown_members_with_data_restart_and_lost_data_is_repo
     assert isinstance(gone, Wait) and "restore from backup" in gone.reason
     # A lone member that never ran is an interrupted bootstrap: start it as the seed.
     assert decide(3, [rt(0, ABSENT, has_data=False)], None, {}) == StartSeed("demo-0")
+
+
+DRAINED = (
+    "0/3 nodes are available: 1 node(s) were unschedulable, "
+    "2 node(s) didn't match PersistentVolume's node affinity."
+)
+
+
+def test_a_voter_whose_pod_no_node_can_take_is_replaced_after_unresponsive_after():
+    runtime, members, health = cluster(3, leader=1)
+    del health["demo-0"]
+    runtime[0] = attrs.evolve(rt(0, STARTING), unschedulable=DRAINED)
+    seen = observed(runtime, members, health)
+    # A scheduler that places it soon ends the wait: not yet (default unresponsiveAfter 30s).
+    early = attrs.evolve(seen, unplaced_for={"demo-0": 29.0})
+    assert not isinstance(plan(ClusterSpec(size=3), early), RemoveMember)
+    late = attrs.evolve(seen, unplaced_for={"demo-0": 31.0})
+    step = plan(ClusterSpec(size=3), late)
+    assert isinstance(step, RemoveMember) and (step.name, step.member_id) == ("demo-0", 1000)
+    assert "could not be scheduled for 31s" in step.reason and "didn't match PersistentVolume" in step.reason
+
+
+def test_an_unplaced_voter_is_kept_when_removing_it_would_leave_no_healthy_quorum():
+    runtime, members, health = cluster(3, leader=1)
+    del health["demo-0"], health["demo-2"]  # demo-2 down too: 1 healthy of the 2 that would stay
+    runtime[0] = attrs.evolve(rt(0, STARTING), unschedulable=DRAINED)
+    seen = attrs.evolve(observed(runtime, members, health), unplaced_for={"demo-0": 300.0})
+    assert not isinstance(plan(ClusterSpec(size=3), seen), RemoveMember)
+
+
+def test_a_member_whose_node_never_confirms_its_stop_is_removed_then_its_leftover_forced():
+    runtime, members, health = cluster(3, leader=1)
+    del health["demo-2"]
+    # Restarted for silence: its pod is terminating, and its node has not confirmed it.
+    stuck = attrs.evolve(rt(2, EXITED), stranded=True)
+    step = decide(3, [*runtime[:2], stuck], members, health)
+    assert isinstance(step, RemoveMember) and step.name == "demo-2"
+    assert "node does not act on its pod" in step.reason
+    # Not yet overdue: the restart waits on the stop as before (no membership change).
+    waiting = decide(3, [*runtime[:2], rt(2, EXITED)], members, health)
+    assert not isinstance(waiting, RemoveMember)
+    # Removed from etcd, the pod and claim are both being deleted: the leftover is deleted
+    # again (forced by the runtime) only while its node never confirms.
+    gone = [*runtime[:2], attrs.evolve(rt(2, EXITED), deleting=True, stranded=True)]
+    assert decide(3, gone, members[:2], health) == DeleteRuntimeMember(
+        "demo-2", reason="not a member of etcd"
+    )
+    pending = [*runtime[:2], attrs.evolve(rt(2, EXITED), deleting=True)]
+    assert not isinstance(decide(3, pending, members[:2], health), DeleteRuntimeMember)
+
+
+def test_a_stranded_member_is_kept_when_its_removal_would_cost_the_healthy_quorum():
+    runtime, members, health = cluster(3, leader=1)
+    del health["demo-2"], health["demo-0"]
+    stuck = attrs.evolve(rt(2, EXITED), stranded=True)
+    assert not isinstance(decide(3, [*runtime[:2], stuck], members, health), RemoveMember)
+
+
+def test_a_learner_whose_pod_never_starts_on_its_node_is_removed_and_added_again():
+    runtime, members, health = cluster(2, leader=1)
+    learner = attrs.evolve(rt(2, STARTING, has_data=False), stranded=True)
+    step = decide(3, [*runtime, learner], [*members, em(2, learner=True, started=False)], health)
+    assert isinstance(step, RemoveMember) and (step.name, step.member_id) == ("demo-2", 1002)

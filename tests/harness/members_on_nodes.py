@@ -1,0 +1,267 @@
+"""An operator's etcd cluster on the three-node tier (tests/harness/nodes.py): where its members
+run, a client workload from this host recorded for porcupine, drains and what etcd says.
+
+Shared by tests/nodes and bench/bench_nodes.py. The workload dials the members' pod IPs (routed
+from this host over the nodes' bridge) and checks their certificates against the client
+Service's name, which every member's certificate carries, so it needs no cluster DNS.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from supervisor.aio import open_asyncio_loop
+from supervisor.etcd.tls import TlsFiles
+from supervisor.kube import manifests as m
+from tests.harness.cluster import Cluster
+from tests.harness.formation import is_ready, pods, wait_for
+from tests.harness.history import KvWorkload
+from tests.harness.nodes import Nodes
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+# etcdctl inside a member pod of a TLS cluster: the member's own certificate, as mounted.
+IN_POD_TLS = [
+    f"--cacert={m.TLS_DIR}/{m.TLS_CA_CERT}",
+    f"--cert={m.TLS_DIR}/{m.TLS_CERT}",
+    f"--key={m.TLS_DIR}/{m.TLS_KEY}",
+]
+IN_POD_LOCAL = ["--endpoints=https://localhost:2379", *IN_POD_TLS]
+
+
+def member_selector(name: str) -> str:
+    return f"{m.LABEL_INSTANCE}={name},{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
+
+
+def live_members(cluster: Cluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The cluster's member pods not being deleted."""
+    found = pods(cluster, namespace, member_selector(name))
+    return [p for p in found if not p["metadata"].get("deletionTimestamp")]
+
+
+def node_zones(cluster: Cluster) -> dict[str, str]:
+    return {
+        n["metadata"]["name"]: n["metadata"]["labels"].get(ZONE_LABEL, "")
+        for n in cluster.get_json("nodes")["items"]
+    }
+
+
+def placement(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
+    """Member pod name -> the node it was scheduled to ("" while unscheduled)."""
+    return {
+        p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in live_members(cluster, namespace, name)
+    }
+
+
+def endpoints(cluster: Cluster, namespace: str, name: str) -> list[str]:
+    """The client URLs of the Ready members, by pod IP."""
+    ready = [p for p in live_members(cluster, namespace, name) if is_ready(p) and p["status"].get("podIP")]
+    return sorted(f"https://{p['status']['podIP']}:{m.CLIENT_PORT}" for p in ready)
+
+
+def client_tls(cluster: Cluster, namespace: str, name: str, work: Path) -> TlsFiles:
+    """The cluster's client identity, written under `work`, checked against the client Service."""
+    ref = m.ClusterRef(namespace, name)
+    data = cluster.get_json("secret", m.tls_secret_name(ref), namespace=namespace)["data"]
+    work.mkdir(parents=True, exist_ok=True)
+    for key in (m.TLS_CA_CERT, m.TLS_CLIENT_CERT, m.TLS_CLIENT_KEY):
+        (work / key).write_bytes(base64.b64decode(data[key]))
+    return TlsFiles(
+        work / m.TLS_CA_CERT,
+        work / m.TLS_CLIENT_CERT,
+        work / m.TLS_CLIENT_KEY,
+        server_name=m.client_service_hosts(ref)[-1],
+    )
+
+
+def etcd_members(cluster: Cluster, namespace: str, pod: str) -> list[dict[str, Any]] | None:
+    """etcd's member list as one member's etcdctl tells it (a TLS cluster); None when it cannot."""
+    out = cluster.kubectl(
+        "exec",
+        "-n",
+        namespace,
+        pod,
+        "--",
+        "etcdctl",
+        *IN_POD_LOCAL,
+        "--command-timeout=5s",
+        "member",
+        "list",
+        "-w",
+        "json",
+        check=False,
+        timeout=30,
+    )
+    if out.returncode:
+        return None
+    return list(json.loads(out.stdout).get("members") or [])
+
+
+def voters(cluster: Cluster, namespace: str, name: str) -> list[str] | None:
+    """The voting members' names, asked of any live member that answers; None if none does."""
+    for pod in live_members(cluster, namespace, name):
+        if not is_ready(pod):
+            continue
+        members = etcd_members(cluster, namespace, pod["metadata"]["name"])
+        if members is not None:
+            return sorted(mem.get("name", "") for mem in members if not mem.get("isLearner"))
+    return None
+
+
+def at_full_size(cluster: Cluster, namespace: str, name: str, size: int) -> bool:
+    """`size` live member pods, every one Ready and scheduled, and exactly those voting."""
+    live = live_members(cluster, namespace, name)
+    if len(live) != size or not all(is_ready(p) for p in live):
+        return False
+    return voters(cluster, namespace, name) == sorted(p["metadata"]["name"] for p in live)
+
+
+@attrs.define
+class Gaps:
+    """The longest stretch without a successful client operation (what a user would notice)."""
+
+    workload: KvWorkload
+    longest: float = 0.0
+
+    def measure(self) -> float:
+        ok = sorted(op.returned for op in self.workload.history.operations if op.outcome == "ok")
+        gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(ok)]
+        self.longest = max(gaps, default=0.0)
+        return self.longest
+
+
+@contextlib.contextmanager
+def background(workload: KvWorkload) -> Iterator[KvWorkload]:
+    """`workload` running in a thread of its own (its own trio run and asyncio loop) until the
+    block ends; an error of its own is raised then."""
+    stop = threading.Event()
+    failure: list[BaseException] = []
+
+    async def main() -> None:
+        async with open_asyncio_loop(), trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            while not stop.is_set():
+                await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()
+
+    def run() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # reported to the test when the block ends
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="kv-workload", daemon=True)
+    thread.start()
+    try:
+        yield workload
+    finally:
+        stop.set()
+        thread.join(60)
+    if failure:
+        raise failure[0]
+
+
+def drain(cluster: Cluster, node: str, timeout: float = 600) -> float:
+    """`kubectl drain` (cordon, then evict every pod through the eviction API, retrying while
+    a disruption budget refuses); returns how long it took."""
+    began = time.monotonic()
+    cluster.kubectl(
+        "drain",
+        node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        f"--timeout={int(timeout)}s",
+        timeout=timeout + 30,
+    )
+    return time.monotonic() - began
+
+
+def follow(cluster: Cluster, namespace: str, name: str, workload: KvWorkload) -> None:
+    """Point the workload at the members serving now (it reads the list before each call)."""
+    now = endpoints(cluster, namespace, name)
+    if now:
+        workload.endpoints[:] = now
+
+
+def workload_for(cluster: Cluster, namespace: str, name: str, work: Path, max_operations: int) -> KvWorkload:
+    """A recorded client workload on the cluster's members (TLS), gentle on a shared machine."""
+    return KvWorkload(
+        endpoints=endpoints(cluster, namespace, name),
+        tls=client_tls(cluster, namespace, name, work / "tls"),
+        max_operations=max_operations,
+        pause=0.02,
+    )
+
+
+def answers_more(workload: KvWorkload, what: str, count: int = 20, timeout: float = 60) -> None:
+    done = workload.acknowledged
+    wait_for(what, lambda: workload.acknowledged >= done + count, timeout)
+
+
+@attrs.frozen
+class Drained:
+    node: str
+    drain_seconds: float  # `kubectl drain` returned (every eviction admitted)
+    back_seconds: float  # drain began -> the cluster at full size with no member on the node
+
+
+def drain_each(
+    cluster: Cluster, namespace: str, name: str, workload: KvWorkload, size: int = 3
+) -> list[Drained]:
+    """Drain every node in turn, each uncordoned once the cluster is back at `size` voters off it."""
+    out = []
+    for node in sorted(node_zones(cluster)):
+        began = time.monotonic()
+        drained = drain(cluster, node)
+
+        def back(node: str = node) -> bool:
+            follow(cluster, namespace, name, workload)
+            off = node not in placement(cluster, namespace, name).values()
+            return off and at_full_size(cluster, namespace, name, size)
+
+        wait_for(f"{name} back at {size} voters off {node}", back, 300, poll=1.0)
+        out.append(Drained(node, drained, time.monotonic() - began))
+        cluster.kubectl("uncordon", node)
+        print(f"{node}: drained in {drained:.1f}s, full size again after {out[-1].back_seconds:.1f}s")
+    return out
+
+
+@attrs.frozen
+class Lost:
+    node: str
+    member: str  # the member that was on it
+    seconds: float  # node stopped -> the cluster at full size on the other nodes
+
+
+def lose_node(
+    nodes: Nodes, cluster: Cluster, namespace: str, name: str, workload: KvWorkload, size: int = 3
+) -> Lost:
+    """Stop the node of the cluster's first member (by name) until the cluster is back at `size`
+    voters on the other nodes; the node is started again (and Ready) whatever happened."""
+    member, node = sorted(placement(cluster, namespace, name).items())[0]
+    began = time.monotonic()
+    nodes.stop(node)  # its pods frozen, its kubelet and containerd killed
+    try:
+
+        def replaced() -> bool:
+            follow(cluster, namespace, name, workload)
+            off = all(p["spec"].get("nodeName") != node for p in live_members(cluster, namespace, name))
+            return off and at_full_size(cluster, namespace, name, size)
+
+        wait_for(f"{member} replaced off the lost {node}", replaced, 480, poll=1.0)
+        seconds = time.monotonic() - began
+        print(f"{node} lost ({member}): back at {size} voters on the other nodes after {seconds:.1f}s")
+    finally:
+        nodes.start(node)
+    nodes.wait_ready(node)
+    return Lost(node, member, seconds)
