@@ -99,7 +99,9 @@ def parse_pod_template(spec: Mapping[str, Any], r: Reader) -> PodTemplate:
                 settings, "topologySpreadConstraints", r, SPREAD_FIELDS, _spread
             ),
             priority_class_name=_name(settings, "priorityClassName", r),
-            image_pull_secrets=_pull_secrets(settings, r),
+            image_pull_secrets=tuple(
+                str(s["name"]) for s in _items(settings, "imagePullSecrets", r, {"name"}, _pull_secret)
+            ),
             security_context=_security_context(settings, r),
             runtime_class_name=_name(settings, "runtimeClassName", r),
         ),
@@ -251,24 +253,12 @@ def _affinity(settings: Mapping[str, Any], r: Reader) -> dict[str, Any]:
     return out
 
 
-def _pull_secrets(settings: Mapping[str, Any], r: Reader) -> tuple[str, ...]:
-    path = f"{PATH}.spec.imagePullSecrets"
-    value = settings.get("imagePullSecrets")
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        r.fail(path, "must be a list of {name: <Secret>}")
-        return ()
-    out = []
-    for i, item in enumerate(value):
-        name = item.get("name") if isinstance(item, Mapping) else None
-        if not isinstance(item, Mapping) or set(item) != {"name"} or not isinstance(name, str):
-            r.fail(f"{path}[{i}]", f"must be {{name: <Secret>}} (got {item!r})")
-        elif not _SUBDOMAIN.match(name):
-            r.fail(f"{path}[{i}].name", f"must be the name of a Secret (got {name!r})")
-        else:
-            out.append(name)
-    return tuple(out)
+def _pull_secret(item: Mapping[str, Any], where: str, r: Reader) -> bool:
+    name = item.get("name")
+    if not isinstance(name, str) or not _SUBDOMAIN.match(name):
+        r.fail(f"{where}.name", f"must be the name of a Secret (got {name!r})")
+        return False
+    return True
 
 
 def _security_context(settings: Mapping[str, Any], r: Reader) -> dict[str, Any]:

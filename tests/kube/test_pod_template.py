@@ -1,7 +1,8 @@
 """spec.podTemplate on a real kube-apiserver, members run by the stand-in kubelet: the member pods
 the API server admitted carry the template (its PriorityClass and RuntimeClass resolved by the
 API server's own admission), and a change of the template remakes each member's pod once, one
-at a time, never more than one member down."""
+at a time, never more than one member down. Warm pods carry it through adoption, and verify and
+restore pods with its placement pass the API server's own validation of a Pod."""
 
 from __future__ import annotations
 
@@ -12,11 +13,21 @@ from typing import Any
 import pytest
 import trio
 
+from actors.codec import parse_spec
+from actors.model import ClusterRef
 from supervisor.kube import manifests as m
+from supervisor.kube import snapshot_pods
+from supervisor.kube import warm_members as warm
+from supervisor.kube.runtime import KubeRuntime
+from supervisor.kube.snapshots import open_snapshot_pod
 from tests.harness.kube import KubeAPIServer
 from tests.harness.kubelet import Kubelet
 from tests.harness.poll import eventually
+from tests.kube.clients import clients
 from tests.kube.test_operator import create_cluster, healthy, operator_with_kubelet, wait_for
+from tests.kube.test_runtime import create_cluster as create_bare_cluster
+from tests.kube.test_runtime import launch_for
+from tests.unit.test_pod_template import USER
 
 pytestmark = pytest.mark.slow
 
@@ -154,3 +165,53 @@ async def test_members_carry_the_template_and_a_change_rolls_them_one_at_a_time(
         finally:
             for path, body in classes:
                 await admin.delete_if_exists(f"{path}/{body['metadata']['name']}")
+
+
+async def test_warm_pods_keep_the_template_through_adoption_and_snapshot_pods_take_its_placement(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    ns = kube_namespace
+    ref = ClusterRef(ns, "early")
+    # The unit tests' full template, less the classes this API server does not have.
+    settings = {k: v for k, v in USER["spec"].items() if k not in ("priorityClassName", "runtimeClassName")}
+    spec = parse_spec({"size": 3, "podTemplate": {**USER, "spec": settings}})
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        created = await create_bare_cluster(admin, ns, "early")
+        runtime = KubeRuntime(op, helper_image="example.test/etcd-supervisor:1", poll_interval=0.1)
+        seed = launch_for(ref, "early-0", await runtime.allocate_member(ref, "early-0", spec), spec)
+        await runtime.start_member(seed)  # and makes early-1's warm pod
+        path = m.core_path(ns, "pods", "early-1")
+        made = await admin.get(path)
+        assert warm.is_warm(made) and made["metadata"]["labels"]["team"] == "storage"
+        assert USER["spec"]["tolerations"][0] in made["spec"]["tolerations"]  # type: ignore[index]
+
+        learner = warm.next_launch(seed, cluster_domain=m.DEFAULT_CLUSTER_DOMAIN)
+        assert learner is not None and await runtime.allocate_member(ref, "early-1", spec) == learner.urls
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.start_member, learner)
+            adopted = await eventually(
+                lambda: admin.get(path),
+                lambda pod: not warm.is_warm(pod),
+                within=5,
+                every=0.05,
+                what="adopted",
+            )
+            nursery.cancel_scope.cancel()
+        # The same pod, now the member's: the supervisor's labels and the user's.
+        assert adopted["metadata"]["uid"] == made["metadata"]["uid"]
+        assert adopted["metadata"]["labels"] == {**m.member_labels(ref, "early-1"), "team": "storage"}
+
+        owner = m.Owner(ref, created["metadata"]["uid"])
+        for pod in (
+            snapshot_pods.verify_pod(owner, spec, name="early-verify-1", helper_image="img:1", token="t"),
+            snapshot_pods.restore_pod(
+                owner, seed, name="early-restore-1", helper_image="img:1", token="t", cluster_token="c"
+            ),
+        ):
+            async with open_snapshot_pod(op, ref, pod) as name:
+                stored = (await admin.get(m.core_path(ns, "pods", name)))["spec"]
+            assert stored["nodeSelector"] == USER["spec"]["nodeSelector"]  # type: ignore[index]
+            assert stored["affinity"] == {"nodeAffinity": USER["spec"]["affinity"]["nodeAffinity"]}  # type: ignore[index]
+            assert USER["spec"]["tolerations"][0] in stored["tolerations"]  # type: ignore[index]
+            assert stored["securityContext"]["runAsUser"] == 1000
+            assert stored["imagePullSecrets"] == [{"name": "mirror-creds"}]

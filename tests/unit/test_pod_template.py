@@ -190,7 +190,15 @@ def test_what_the_supervisor_owns_is_refused_by_name_every_one_at_once() -> None
         ({"spec": {"runtimeClassName": 3}}, r"spec.podTemplate.spec.runtimeClassName: must be a string"),
         (
             {"spec": {"imagePullSecrets": ["creds"]}},
-            r"spec.podTemplate.spec.imagePullSecrets\[0\]: must be \{name: <Secret>\}",
+            r"spec.podTemplate.spec.imagePullSecrets\[0\]: must be an object",
+        ),
+        (
+            {"spec": {"imagePullSecrets": [{"name": "Creds"}]}},
+            r"imagePullSecrets\[0\].name: must be the name of a Secret",
+        ),
+        (
+            {"spec": {"imagePullSecrets": [{"name": "c", "namespace": "x"}]}},
+            r"imagePullSecrets\[0\].namespace: unknown field",
         ),
         (
             {"spec": {"securityContext": {"runAsUser": "root"}}},
