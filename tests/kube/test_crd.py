@@ -244,6 +244,20 @@ REJECTED = {
         "spec.podTemplate.spec.tolerations[0].operator",
         "Unsupported value",
     ),
+    "pod-template-toleration-without-key": (
+        {"podTemplate": {"spec": {"tolerations": [{"operator": "Equal", "value": "etcd"}]}}},
+        "spec.podTemplate.spec.tolerations[0]",
+        "needs a key unless its operator is Exists",
+    ),
+    "pod-template-toleration-seconds": (
+        {
+            "podTemplate": {
+                "spec": {"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]}
+            }
+        },
+        "spec.podTemplate.spec.tolerations[0]",
+        "applies to effect NoExecute only",
+    ),
     "pod-template-spread-skew": (
         {
             "podTemplate": {
