@@ -60,7 +60,7 @@ def assess(
         _progressing(None if suspended else step, message),
         _degraded(statuses, problem, observed),
         space_condition(spec, observed, step),
-        *filter(None, [upgrading_condition(spec, observed)]),
+        *filter(None, [upgrading_condition(spec, observed), ignored_condition(observed)]),
     )
     tls_report = tls if spec.tls_enabled else None
     conditions += _service_conditions(spec, backup, tls_report, now if wall_clock is None else wall_clock)
@@ -96,6 +96,18 @@ def _service_conditions(
     if tls is not None:
         out += (certificates_condition(tls, spec.certificates, at),)
     return out
+
+
+def ignored_condition(observed: Observed) -> Condition | None:
+    """SpecIgnored: fields this runtime accepts but does not apply (locally, spec.podTemplate), so
+    one manifest serves both modes and the status says what did not take effect."""
+    ignored = observed.desired.ignored if observed.desired is not None else ()
+    if not ignored:
+        return None
+    fields = ", ".join(ignored)
+    return Condition(
+        "SpecIgnored", "True", "KubernetesOnly", f"{fields} applies on Kubernetes only: ignored here"
+    )
 
 
 def too_soon_to_tell(previous: Phase | None, observed: Observed) -> bool:

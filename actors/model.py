@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from attrs import evolve, field, frozen
 
@@ -278,6 +279,45 @@ class DisasterRecoverySpec:
 
 
 @frozen
+class PodMetadata:
+    """spec.podTemplate.metadata: labels and annotations added to every member pod (none of the
+    ones the supervisor selects or records by: actors/pod_template.py)."""
+
+    labels: Mapping[str, str] = field(factory=dict)
+    annotations: Mapping[str, str] = field(factory=dict)
+
+
+@frozen
+class PodSettings:
+    """spec.podTemplate.spec: the pod settings a user may give member pods, as Kubernetes
+    writes them (the codec checked their shape). Placement and identity only: the containers,
+    volumes and names are the supervisor's."""
+
+    affinity: Mapping[str, Any] = field(factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(factory=dict)
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    priority_class_name: str | None = None
+    # Names of Secrets in the cluster's namespace (imagePullSecrets[].name).
+    image_pull_secrets: tuple[str, ...] = ()
+    security_context: Mapping[str, Any] = field(factory=dict)
+    runtime_class_name: str | None = None
+
+
+@frozen
+class PodTemplate:
+    """spec.podTemplate, merged into every member pod on Kubernetes (supervisor/kube/pod_template.py);
+    the local runtime has no pods and reports it as ignored."""
+
+    metadata: PodMetadata = field(factory=PodMetadata)
+    spec: PodSettings = field(factory=PodSettings)
+
+    @property
+    def is_set(self) -> bool:
+        return self != PodTemplate()
+
+
+@frozen
 class ClusterSpec:
     """spec of an EtcdCluster, defaults applied (the CRD schema applies the same ones)."""
 
@@ -293,6 +333,8 @@ class ClusterSpec:
     resources: ResourceSpec = field(factory=ResourceSpec)
     # spec.etcdOptions: extra etcd flags (name without dashes -> value), passed to every member.
     etcd_options: Mapping[str, str] = field(factory=dict)
+    # spec.podTemplate: labels, annotations and placement merged into member pods (Kubernetes only).
+    pod_template: PodTemplate = field(factory=PodTemplate)
     # Opt-in network-debugging sidecar (nicolaka/netshoot); never on by default.
     debug_sidecar: bool = False
     health: HealthSpec = field(factory=HealthSpec)
@@ -589,6 +631,9 @@ class MemberConfig:
     # is unknown (started before digests were kept) only when a CA rotation is under way.
     trust: str = ""
     rotating_ca: bool = False
+    # Fields of the spec this runtime accepts but does not apply (the local runtime: spec.podTemplate),
+    # reported by the condition SpecIgnored; () when it applies them all.
+    ignored: tuple[str, ...] = ()
 
 
 @frozen

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
+from actors.codec.pod_template import parse_pod_template
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
 from actors.etcd_flags import FLAGS, OWNED
 from actors.model import (
@@ -57,6 +58,7 @@ SPEC_FIELDS = {
     "restore",
     "disasterRecovery",
     "etcdOptions",
+    "podTemplate",
 }
 
 
@@ -98,6 +100,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         certificates=_certificates(tls, r),
         tls_secret=_tls_secret(tls, r),
         etcd_options=_etcd_options(spec, version or DEFAULT_VERSION, r),
+        pod_template=parse_pod_template(spec, r),
         resources=ResourceSpec(
             requests=r.string_map(resources_doc, "requests", "spec.resources.requests"),
             limits=r.string_map(resources_doc, "limits", "spec.resources.limits"),

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from actors.model import (
@@ -27,6 +28,7 @@ from actors.model import (
     MemberUrls,
 )
 from supervisor.etcd.member_settings import config_fingerprint, member_settings
+from supervisor.kube.pod_template import merge_member_pod
 from supervisor.kube.voter_budget import NOT_VOTER, VOTER, VOTER_LABEL
 
 Obj = dict[str, Any]
@@ -486,11 +488,15 @@ def cluster_token(owner: Owner) -> str:
 
 
 def member_config(spec: ClusterSpec) -> MemberConfig:
-    """A member pod's configuration: the etcd settings, the image (repository and tag) and the
-    container's resources, which a pod cannot change in place: a change rolls the members."""
+    """A member pod's configuration: the etcd settings, the image (repository and tag), the
+    container's resources and the pod template, which a pod cannot change in place (most of it):
+    a change rolls the members."""
     resources = _container_resources(spec)
-    # Only when set: a cluster without resources keeps the fingerprint its pods were made with.
+    # Each only when set: a cluster without resources or podTemplate keeps the fingerprint its
+    # pods were made with (an operator upgrade restarts nothing).
     parts = [spec.image, *([json.dumps(resources, sort_keys=True)] if resources else [])]
+    if spec.pod_template.is_set:
+        parts.append(json.dumps(attrs.asdict(spec.pod_template), sort_keys=True))
     return MemberConfig(config_fingerprint(spec, *parts))
 
 
@@ -608,7 +614,7 @@ def member_pod(
     }
     if trust:
         annotations[ANNOTATION_TRUST] = trust
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": _metadata(
@@ -619,6 +625,7 @@ def member_pod(
         ),
         "spec": pod_spec,
     }
+    return merge_member_pod(pod, spec.pod_template)
 
 
 def avoiding(nodes: Sequence[str]) -> Obj:

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from actors.model import ClusterRef, ClusterSpec, ImageFamily, MemberLaunch
 from supervisor.kube import manifests as m
+from supervisor.kube.pod_template import merge_snapshot_pod
 from supervisor.kube.snapshot_transfer import RECEIVE_PORT
 
 Obj = dict[str, Any]
@@ -126,7 +127,7 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
         # Readable by the receiving container's user too (it is not root); only this pod's
         # containers, the operator's image and the cluster's etcd image, mount it.
         pod_spec["volumes"] = [*pod_spec["volumes"], m.tls_volume(owner.ref, spec, mode=0o444)]
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -137,6 +138,8 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
         },
         "spec": pod_spec,
     }
+    # The members' placement and pod settings, so it runs where they run (pod_template.py).
+    return merge_snapshot_pod(pod, spec.pod_template)
 
 
 def verify_pod(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from actors.model import ClusterRef, ImageFamily, MemberLaunch, member_name, member_ordinal
+from actors.pod_template import owned_label
 from supervisor.kube import manifests as m
 from supervisor.kube.start_gate import GATE_PORT
 
@@ -119,7 +120,9 @@ def warm_pod(owner: m.Owner, member_pod: Obj, *, helper_image: str, token: str) 
     """`member_pod` (manifests.member_pod for the predicted launch) with its etcd behind a gate."""
     name = member_pod["metadata"]["name"]
     pod = copy.deepcopy(member_pod)
-    pod["metadata"]["labels"] = _warm_labels(owner.ref, name)
+    # The user's labels (spec.podTemplate) stay: adoption only relabels the supervisor's own.
+    users = {k: v for k, v in member_pod["metadata"]["labels"].items() if not owned_label(k)}
+    pod["metadata"]["labels"] = {**users, **_warm_labels(owner.ref, name)}
     pod["metadata"]["annotations"][ANNOTATION_WARM_FOR] = member_pod_digest(member_pod)
     spec = pod["spec"]
     # kubectl exec and logs go to etcd, not to the first container, unless told otherwise.

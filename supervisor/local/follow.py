@@ -26,6 +26,7 @@ from actors.assess import not_created_status
 from actors.cluster_context import Desired
 from actors.fleet import Fleet
 from actors.model import ClusterRef
+from actors.pod_template import kubernetes_only
 from actors.ports import EventSink, StatusSink
 from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.clusters_file import FileProblem, Manifest, Removals, read_clusters
@@ -63,6 +64,7 @@ class ManifestFollower:
         self._sinks = sinks
         self._removals = Removals(confirm_after)
         self._not_created: dict[ClusterRef, str] = {}  # invalid new clusters, with their published problem
+        self._ignored: dict[ClusterRef, tuple[str, ...]] = {}  # Kubernetes-only fields, as last logged
 
     async def run(self, receive: trio.MemoryReceiveChannel[str | Unreadable]) -> None:
         """Apply every read the watcher sends, and the confirming reads that removals wait for."""
@@ -103,6 +105,7 @@ class ManifestFollower:
             await self._backups.update(manifest.backups, manifest.resources, manifest.names())
         for resource in manifest.resources:
             self._not_created.pop(resource.ref, None)  # the cluster actor publishes from now on
+            self._log_ignored(resource.ref, kubernetes_only(resource.spec))
             await self._fleet.upsert(Desired(resource))
         for ref, problem in sorted(manifest.invalid.items()):
             log.error("invalid EtcdCluster %s: %s", ref, problem, extra={"event": "invalid-spec"})
@@ -112,6 +115,20 @@ class ManifestFollower:
             del self._not_created[ref]
             self._sinks.forget(ref)
         await self._remove_lacking(manifest, unnamed)
+
+    def _log_ignored(self, ref: ClusterRef, ignored: tuple[str, ...]) -> None:
+        """Once per change: the fields set that apply on Kubernetes only (the status says it too:
+        the condition SpecIgnored)."""
+        if self._ignored.get(ref, ()) == ignored:
+            return
+        self._ignored[ref] = ignored
+        if ignored:
+            log.warning(
+                "%s: %s applies on Kubernetes only: accepted and ignored by the local runtime",
+                ref,
+                ", ".join(ignored),
+                extra={"event": "spec-ignored", "cluster": str(ref)},
+            )
 
     async def _remove_lacking(self, manifest: Manifest, unnamed: list[str]) -> None:
         lacking = set(self._fleet.refs()) - manifest.names()

@@ -36,6 +36,7 @@ from actors.model import (
     RuntimeMember,
     member_ordinal,
 )
+from actors.pod_template import kubernetes_only
 from actors.ports import MemberChanged, MemberRuntime
 from supervisor.etcd.member_settings import config_fingerprint
 from supervisor.etcd.tls import TlsFiles
@@ -259,7 +260,10 @@ class LocalRuntime:
             self._notify(key)
 
     def member_config(self, spec: ClusterSpec) -> MemberConfig:
-        return MemberConfig(self._fingerprint(spec), self.builds.unavailable(spec.version))
+        # No pods here: spec.podTemplate is accepted, reported as ignored, and not fingerprinted.
+        return MemberConfig(
+            self._fingerprint(spec), self.builds.unavailable(spec.version), ignored=kubernetes_only(spec)
+        )
 
     def watch_members(self, cluster: ClusterRef, on_change: MemberChanged) -> Callable[[], None]:
         return self._subscribers.subscribe(cluster, on_change)

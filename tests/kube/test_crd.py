@@ -11,6 +11,7 @@ import pytest
 
 from tests.harness.kube import REPO, KubeAPIServer
 from tests.harness.poll import until
+from tests.unit.test_pod_template import USER
 
 ADMISSION = REPO / "deploy" / "admission"
 
@@ -213,7 +214,76 @@ REJECTED = {
         "spec.restore",
         "backupName, or both store and key",
     ),
+    "pod-template-owned-label": (
+        {"podTemplate": {"metadata": {"labels": {"team": "a", "etcd.io/member": "demo-0"}}}},
+        'spec.podTemplate.metadata.labels["etcd.io/member"]',
+        "owned by the supervisor",
+    ),
+    "pod-template-selector-label": (
+        {"podTemplate": {"metadata": {"labels": {"app.kubernetes.io/instance": "other"}}}},
+        'spec.podTemplate.metadata.labels["app.kubernetes.io/instance"]',
+        "owned by the supervisor",
+    ),
+    "pod-template-owned-annotation": (
+        {"podTemplate": {"metadata": {"annotations": {"etcd.io/member-config": "x"}}}},
+        'spec.podTemplate.metadata.annotations["etcd.io/member-config"]',
+        "owned by the supervisor",
+    ),
+    "pod-template-containers": (
+        {"podTemplate": {"spec": {"containers": [{"name": "etcd", "command": ["sh"]}]}}},
+        "spec.podTemplate.spec.containers",
+        "owned by the supervisor",
+    ),
+    "pod-template-volumes": (
+        {"podTemplate": {"spec": {"volumes": [{"name": "data", "emptyDir": {}}]}}},
+        "spec.podTemplate.spec.volumes",
+        "the data and TLS volumes",
+    ),
+    "pod-template-toleration-operator": (
+        {"podTemplate": {"spec": {"tolerations": [{"key": "k", "operator": "In"}]}}},
+        "spec.podTemplate.spec.tolerations[0].operator",
+        "Unsupported value",
+    ),
+    "pod-template-toleration-without-key": (
+        {"podTemplate": {"spec": {"tolerations": [{"operator": "Equal", "value": "etcd"}]}}},
+        "spec.podTemplate.spec.tolerations[0]",
+        "needs a key unless its operator is Exists",
+    ),
+    "pod-template-toleration-seconds": (
+        {
+            "podTemplate": {
+                "spec": {"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]}
+            }
+        },
+        "spec.podTemplate.spec.tolerations[0]",
+        "applies to effect NoExecute only",
+    ),
+    "pod-template-spread-skew": (
+        {
+            "podTemplate": {
+                "spec": {
+                    "topologySpreadConstraints": [
+                        {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+                    ]
+                }
+            }
+        },
+        "spec.podTemplate.spec.topologySpreadConstraints[0].maxSkew",
+        "greater than or equal to 1",
+    ),
+    "pod-template-run-as-user": (
+        {"podTemplate": {"spec": {"securityContext": {"runAsUser": "root"}}}},
+        "spec.podTemplate.spec.securityContext.runAsUser",
+        "must be of type integer",
+    ),
 }
+
+
+def test_a_full_pod_template_is_kept_as_written(server: KubeAPIServer, kube_namespace: str) -> None:
+    # Every field the model takes (the unit tests' template): the schema prunes none of it.
+    spec = {"podTemplate": USER}
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("templated", spec))
+    assert get(server, kube_namespace, "templated")["spec"]["podTemplate"] == USER
 
 
 @pytest.mark.parametrize("spec,field,rule", REJECTED.values(), ids=REJECTED.keys())

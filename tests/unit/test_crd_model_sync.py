@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from actors import model
+from actors.pod_template import OWNED_SPEC_FIELDS
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "etcdclusters.etcd.io.yaml"
 ABSENT = object()
@@ -31,6 +32,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "certificates": ("security", "tls", "certificates"),
     "tls_secret": ("security", "tls", "secretRef", "name"),
     "etcd_options": ("etcdOptions",),
+    "pod_template": ("podTemplate",),
     "resources": ("resources",),
     "debug_sidecar": ("debug", "networkSidecar"),
     "health": ("health",),
@@ -69,11 +71,18 @@ def node(schema: dict[str, Any], *path: str) -> dict[str, Any]:
     return schema
 
 
+# Kubernetes types the CRD spells out field by field and the model holds whole, as Kubernetes
+# writes them (the codec checks their fields): one leaf each.
+KUBE_TYPES = {("podTemplate", "spec", "affinity"), ("podTemplate", "spec", "securityContext")}
+
+
 def leaves(schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
     """Paths of the scalar and map fields below an object schema."""
     out: set[tuple[str, ...]] = set()
     for name, sub in schema.get("properties", {}).items():
-        if sub.get("type") == "object" and "properties" in sub:
+        if (*prefix, name) in KUBE_TYPES:
+            out.add((*prefix, name))
+        elif sub.get("type") == "object" and "properties" in sub:
             out |= leaves(sub, (*prefix, name))
         else:
             out.add((*prefix, name))
@@ -94,13 +103,14 @@ def apply_defaults(schema: dict[str, Any], value: Any = ABSENT) -> Any:
 
 
 def model_value(value: Any) -> Any:
-    """A model value as the resource would hold it; None and empty maps are "not set"."""
+    """A model value as the resource would hold it; None, empty maps and lists are "not set"."""
     if isinstance(value, enum.Enum):
         return value.value
     if attrs.has(type(value)):
         value = {camel(f.name): model_value(getattr(value, f.name)) for f in attrs.fields(type(value))}
     if isinstance(value, Mapping):
-        return {k: model_value(v) for k, v in value.items() if v is not None and model_value(v) != {}}
+        unset = (None, {}, ())
+        return {k: model_value(v) for k, v in value.items() if v is not None and model_value(v) not in unset}
     return value
 
 
@@ -135,6 +145,8 @@ CRD_ONLY: set[tuple[str, ...]] = {
     ("security", "tls", "issuerRef", "name"),
     ("security", "tls", "issuerRef", "kind"),
     ("security", "tls", "issuerRef", "group"),
+    # Pod fields the supervisor owns: in the schema only so that a CEL rule refuses each by name.
+    *(("podTemplate", "spec", name) for name in OWNED_SPEC_FIELDS),
 }
 
 

@@ -1,0 +1,66 @@
+"""What spec.podTemplate may set, and what the supervisor owns of a member pod (data, like
+actors/etcd_flags.py): the codec refuses the owned names one by one (actors/codec/pod_template.py),
+the CRD's CEL rules list them too (tests/unit/test_pod_template.py keeps the three in step), and
+tests/unit/test_pod_template.py checks that every label and annotation supervisor/kube puts on a
+pod is listed here."""
+
+from __future__ import annotations
+
+from actors.model import ClusterSpec
+
+# The keys spec.podTemplate takes, as Kubernetes spells them.
+METADATA_FIELDS = ("labels", "annotations")
+SPEC_FIELDS = (
+    "affinity",
+    "tolerations",
+    "nodeSelector",
+    "topologySpreadConstraints",
+    "priorityClassName",
+    "imagePullSecrets",
+    "securityContext",
+    "runtimeClassName",
+)
+
+# Every label and annotation under this prefix is the supervisor's: which member a pod is, its
+# vote, its configuration, its warm-pod and TLS records.
+OWNED_PREFIX = "etcd.io/"
+# The labels the supervisor selects its pods by (Services, the disruption budget, watches).
+OWNED_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/managed-by",
+)
+# kubectl's default container is the etcd one (exec and logs land there).
+OWNED_ANNOTATIONS = ("kubectl.kubernetes.io/default-container",)
+
+# Pod spec fields a user might reach for that the supervisor sets itself, with why; any other key
+# is an unknown field.
+OWNED_SPEC_FIELDS: dict[str, str] = {
+    **{
+        name: "owned by the supervisor (the etcd container's command, ports and mounts are its own;"
+        " use spec.resources, spec.etcdOptions, spec.debug)"
+        for name in ("containers", "initContainers", "ephemeralContainers")
+    },
+    "volumes": "owned by the supervisor (the data and TLS volumes)",
+    **{
+        name: "owned by the supervisor (members' DNS names and addresses)"
+        for name in ("hostname", "subdomain", "setHostnameAsFQDN", "dnsConfig", "dnsPolicy", "hostNetwork")
+    },
+    "restartPolicy": "owned by the supervisor (it restarts members itself, in order with membership)",
+    "nodeName": "owned by the scheduler: use nodeSelector or affinity",
+}
+
+
+def owned_label(key: str) -> bool:
+    return key.startswith(OWNED_PREFIX) or key in OWNED_LABELS
+
+
+def owned_annotation(key: str) -> bool:
+    return key.startswith(OWNED_PREFIX) or key in OWNED_ANNOTATIONS
+
+
+def kubernetes_only(spec: ClusterSpec) -> tuple[str, ...]:
+    """The fields of `spec` that are set and apply on Kubernetes only: a runtime without pods
+    accepts them and reports them as ignored (MemberConfig.ignored, the condition SpecIgnored)."""
+    return ("spec.podTemplate",) if spec.pod_template.is_set else ()
