@@ -602,8 +602,6 @@ def member_pod(
             }
         ],
     }
-    if avoid_nodes:
-        pod_spec["affinity"]["nodeAffinity"] = avoiding(avoid_nodes)
     if spec.image_family is ImageFamily.BITNAMI:
         pod_spec["securityContext"] = {"fsGroup": BITNAMI_UID}
     annotations = {
@@ -625,13 +623,22 @@ def member_pod(
         ),
         "spec": pod_spec,
     }
-    return merge_member_pod(pod, spec.pod_template)
+    merged = merge_member_pod(pod, spec.pod_template)
+    if avoid_nodes:
+        keep_off(merged["spec"], avoid_nodes)
+    return merged
 
 
-def avoiding(nodes: Sequence[str]) -> Obj:
-    """A node affinity that keeps a pod off `nodes` (by Node name)."""
+def keep_off(pod_spec: Obj, nodes: Sequence[str]) -> None:
+    """Keep the pod off `nodes` (by Node name): the condition is added to every required node
+    selector term a pod template gave (terms are alternatives, so each must carry it)."""
     off = {"key": "metadata.name", "operator": "NotIn", "values": sorted(nodes)}
-    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [off]}]}}
+    node_affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.setdefault("nodeSelectorTerms", []) or [{}]
+    for term in terms:
+        term["matchFields"] = [*term.get("matchFields", []), off]
+    required["nodeSelectorTerms"] = terms
 
 
 def etcd_container_status(pod: Mapping[str, Any]) -> Mapping[str, Any]:

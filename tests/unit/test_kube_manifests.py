@@ -417,3 +417,28 @@ def test_a_member_pod_keeps_off_nodes_that_lately_stranded_a_member_and_spreads_
         ]
     }
     assert pod["spec"]["affinity"]["podAntiAffinity"] == plain["spec"]["affinity"]["podAntiAffinity"]
+
+
+def test_keeping_off_lost_nodes_holds_in_every_node_selector_term_a_template_gave():
+    spec = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["etcd"]}]},
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                    ]
+                }
+            }
+        }
+    }
+    m.keep_off(spec, ["lost"])
+    off = {"key": "metadata.name", "operator": "NotIn", "values": ["lost"]}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms[0] == {
+        "matchExpressions": [{"key": "pool", "operator": "In", "values": ["etcd"]}],
+        "matchFields": [off],
+    }
+    assert terms[1]["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": ["n1"]}, off]
