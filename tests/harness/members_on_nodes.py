@@ -244,13 +244,27 @@ class Lost:
 
 
 def lose_node(
-    nodes: Nodes, cluster: Cluster, namespace: str, name: str, workload: KvWorkload, size: int = 3
+    nodes: Nodes,
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    workload: KvWorkload,
+    size: int = 3,
+    *,
+    member: str | None = None,
+    cut_off: bool = False,
 ) -> Lost:
-    """Stop the node of the cluster's first member (by name) until the cluster is back at `size`
-    voters on the other nodes; the node is started again (and Ready) whatever happened."""
-    member, node = sorted(placement(cluster, namespace, name).items())[0]
+    """Stop the node of `member` (default: the cluster's first by name), or with `cut_off`
+    partition it from everything while it runs on, until the cluster is back at `size` voters
+    on the other nodes; the node is started again or healed (and Ready) whatever happened."""
+    where = placement(cluster, namespace, name)
+    member = member or sorted(where)[0]
+    node = where[member]
     began = time.monotonic()
-    nodes.stop(node)  # its pods frozen, its kubelet and containerd killed
+    if cut_off:
+        nodes.partition(node)  # its pods and kubelet run on, reaching nothing and reached by nothing
+    else:
+        nodes.stop(node)  # its pods frozen, its kubelet and containerd killed
     try:
 
         def replaced() -> bool:
@@ -260,8 +274,12 @@ def lose_node(
 
         wait_for(f"{member} replaced off the lost {node}", replaced, 480, poll=1.0)
         seconds = time.monotonic() - began
-        print(f"{node} lost ({member}): back at {size} voters on the other nodes after {seconds:.1f}s")
+        how = "cut off" if cut_off else "lost"
+        print(f"{node} {how} ({member}): back at {size} voters on the other nodes after {seconds:.1f}s")
     finally:
-        nodes.start(node)
+        if cut_off:
+            nodes.heal(node)
+        else:
+            nodes.start(node)
     nodes.wait_ready(node)
     return Lost(node, member, seconds)

@@ -684,27 +684,36 @@ class Nodes:
             lambda: (freezer / "freezer.state").read_text().strip() == state, within=30, every=0.1, what=state
         )
 
-    @staticmethod
-    def _partition_rules(both_ways: bool) -> list[list[str]]:
+    def _partition_rules(self, name: str, both_ways: bool, peers_only: bool) -> list[list[str]]:
         """(table, chain, match...) of each DROP: raw PREROUTING sees what arrives before
         conntrack or kube-proxy's ACCEPTs; mangle POSTROUTING sees all that leaves, the pods'
-        forwarded traffic included."""
-        rules = [["raw", "PREROUTING", "-i", NODE_VETH, "-j", "DROP"]]
+        forwarded traffic included. With ``peers_only`` only what comes from or goes to the
+        other nodes and their pods (this host, the API server and the operator still reach it)."""
+        peers: list[str | None] = [None]  # None: any address
+        if peers_only:
+            peers = [addr for spec in self.specs if spec.name != name for addr in (spec.ip, spec.pod_cidr)]
+
+        def only(flag: str, peer: str | None) -> list[str]:
+            return [flag, peer] if peer else []
+
+        rules = [["raw", "PREROUTING", "-i", NODE_VETH, *only("-s", p), "-j", "DROP"] for p in peers]
         if both_ways:
-            rules.append(["mangle", "POSTROUTING", "-o", NODE_VETH, "-j", "DROP"])
+            rules += [["mangle", "POSTROUTING", "-o", NODE_VETH, *only("-d", p), "-j", "DROP"] for p in peers]
         return rules
 
-    def partition(self, name: str, both_ways: bool = True) -> None:
+    def partition(self, name: str, both_ways: bool = True, peers_only: bool = False) -> None:
         """Cut the node off the network: what arrives is dropped, and with ``both_ways`` what
-        leaves too. The node keeps running, as a partitioned machine does."""
-        for table, chain, *match in self._partition_rules(both_ways):
+        leaves too; with ``peers_only``, only from and to the other nodes. The node keeps
+        running, as a partitioned machine does."""
+        for table, chain, *match in self._partition_rules(name, both_ways, peers_only):
             _netns_run(name, "iptables", "-t", table, "-I", chain, *match)
 
     def heal(self, name: str) -> None:
-        """Remove whatever partition() added (either kind); nothing else changes."""
-        for table, chain, *match in self._partition_rules(both_ways=True):
-            while _run(*_in_netns(name), "iptables", "-t", table, "-D", chain, *match).returncode == 0:
-                pass
+        """Remove whatever partition() added (any kind); nothing else changes."""
+        for peers_only in (False, True):
+            for table, chain, *match in self._partition_rules(name, True, peers_only):
+                while _run(*_in_netns(name), "iptables", "-t", table, "-D", chain, *match).returncode == 0:
+                    pass
 
     # --- volumes ---
 

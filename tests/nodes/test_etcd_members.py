@@ -81,3 +81,55 @@ def test_a_lost_nodes_member_is_replaced_elsewhere_and_nothing_is_doubled_when_i
     assert f"removed member {lost.member} " in log, f"{lost.member} was never removed from etcd"
     assert forced == -1 or -1 < removed < forced, "a stale pod was force-deleted before its removal"
     _history_ok(workload, tmp_path / "history")
+
+
+def _acted_on(log: str, member: str) -> list[str]:
+    """The operator's steps that restarted or removed `member`, as its log shows them."""
+    return [
+        line
+        for line in log.splitlines()
+        if ("RestartMember(" in line or "RemoveMember(" in line) and f"name='{member}'" in line
+    ]
+
+
+def test_partitions_keep_one_serving_majority_and_a_member_the_operator_reaches_is_kept(
+    etcd_nodes: Cluster, three_nodes: Nodes, nodes_namespace: str, nodes_operator: Path, tmp_path: Path
+) -> None:
+    ns, name, cluster = nodes_namespace, "cut", etcd_nodes
+    resource = etcd_cluster(name, cluster.etcd_version, tls=True)
+    resource["spec"]["health"] = {"unresponsiveAfter": "10s"}
+    cluster.apply([resource], namespace=ns)
+    wait_for(f"{name} at three voters", lambda: on.at_full_size(cluster, ns, name, 3), 180, poll=1.0)
+    first, second = sorted(on.placement(cluster, ns, name))[:2]
+
+    workload = on.workload_for(cluster, ns, name, tmp_path, max_operations=30_000)
+    with on.background(workload):
+        on.answers_more(workload, "the workload's first answers")
+        # 1. A member cut off its peers only: the majority elects (or keeps) a leader and
+        # serves; the operator still reaches the member, which answers its probes, so for
+        # well past unresponsiveAfter it is neither restarted nor replaced.
+        node = on.placement(cluster, ns, name)[first]
+        seen = len(nodes_operator.read_text(errors="replace"))
+        three_nodes.partition(node, peers_only=True)
+        try:
+            on.answers_more(workload, f"the majority serving while {node} is cut off its peers")
+            time.sleep(25)  # 2.5 x unresponsiveAfter: what must not happen would have by now
+            on.answers_more(workload, f"the majority still serving while {node} is cut off")
+        finally:
+            three_nodes.heal(node)
+        acted = _acted_on(nodes_operator.read_text(errors="replace")[seen:], first)
+        assert not acted, f"{first}, reachable by the operator, was acted on: {acted}"
+        wait_for(f"{first} back among three voters", lambda: on.at_full_size(cluster, ns, name, 3), 120)
+        assert first in on.placement(cluster, ns, name)
+
+        # 2. A whole minority node cut off while its member runs on: replaced on the other
+        # nodes; healed, its old process (out of the membership, its pod deleted) never
+        # comes back as a second member.
+        cut = on.lose_node(three_nodes, cluster, ns, name, workload, member=second, cut_off=True)
+        until_stable = time.monotonic() + 20
+        while time.monotonic() < until_stable:
+            assert on.at_full_size(cluster, ns, name, 3), on.placement(cluster, ns, name)
+            time.sleep(2)
+        on.answers_more(workload, "answers after the partition healed")
+    assert cut.member not in on.placement(cluster, ns, name)
+    _history_ok(workload, tmp_path / "history")
