@@ -42,7 +42,7 @@ from tests.harness.formation import (
     tls_files,
     wait_for,
 )
-from tests.harness.members_on_nodes import IN_POD_LOCAL, IN_POD_TLS
+from tests.harness.members_on_nodes import IN_POD_LOCAL, IN_POD_TLS, etcd_members
 from tests.harness.node import ROOT
 from tests.harness.watch import KubectlWatch
 
@@ -64,8 +64,6 @@ def test_three_static_etcd_pods_become_ready_and_serve(e2e_cluster: Cluster, e2e
 
 
 # --- the operator, as a host process --------------------------------------------------------------
-
-
 
 
 def test_operator_forms_a_tls_cluster_of_real_pods(
@@ -247,25 +245,8 @@ def test_operator_forms_a_tls_cluster_on_other_etcd_versions(
 
 
 def voting_members(cluster: Cluster, namespace: str, pod: str) -> list[str]:
-    out = cluster.kubectl(
-        "exec",
-        "-n",
-        namespace,
-        pod,
-        "--",
-        "etcdctl",
-        *IN_POD_LOCAL,
-        "member",
-        "list",
-        "-w",
-        "json",
-        check=False,
-    )
-    if out.returncode:
-        return []
-    return sorted(
-        mem.get("name", "") for mem in json.loads(out.stdout)["members"] if not mem.get("isLearner")
-    )
+    members = etcd_members(cluster, namespace, pod)
+    return sorted(mem.get("name", "") for mem in members or [] if not mem.get("isLearner"))
 
 
 def test_scale_up_and_down_and_the_disruption_budget(

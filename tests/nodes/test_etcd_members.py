@@ -34,6 +34,14 @@ def _history_ok(workload: KvWorkload, directory: Path) -> None:
     assert result.ok, f"not linearizable: {result.report} ({result.visualization})"
 
 
+def _form_quick_to_judge(cluster: Cluster, ns: str, name: str) -> None:
+    """A 3-member TLS cluster judging silent members after 10 s (default 30 s): the tests wait less."""
+    resource = etcd_cluster(name, cluster.etcd_version, tls=True)
+    resource["spec"]["health"] = {"unresponsiveAfter": "10s"}
+    cluster.apply([resource], namespace=ns)
+    wait_for(f"{name} at three voters", lambda: on.at_full_size(cluster, ns, name, 3), 180, poll=1.0)
+
+
 def test_members_spread_over_zones_and_every_node_drains_in_turn_under_load(
     etcd_nodes: Cluster, nodes_namespace: str, nodes_operator: Path, tmp_path: Path
 ) -> None:
@@ -57,10 +65,7 @@ def test_a_lost_nodes_member_is_replaced_elsewhere_and_nothing_is_doubled_when_i
     etcd_nodes: Cluster, three_nodes: Nodes, nodes_namespace: str, nodes_operator: Path, tmp_path: Path
 ) -> None:
     ns, name, cluster = nodes_namespace, "lost", etcd_nodes
-    resource = etcd_cluster(name, cluster.etcd_version, tls=True)
-    resource["spec"]["health"] = {"unresponsiveAfter": "10s"}
-    cluster.apply([resource], namespace=ns)
-    wait_for(f"{name} at three voters", lambda: on.at_full_size(cluster, ns, name, 3), 180, poll=1.0)
+    _form_quick_to_judge(cluster, ns, name)
 
     workload = on.workload_for(cluster, ns, name, tmp_path, max_operations=30_000)
     with on.background(workload):
@@ -96,10 +101,7 @@ def test_partitions_keep_one_serving_majority_and_a_member_the_operator_reaches_
     etcd_nodes: Cluster, three_nodes: Nodes, nodes_namespace: str, nodes_operator: Path, tmp_path: Path
 ) -> None:
     ns, name, cluster = nodes_namespace, "cut", etcd_nodes
-    resource = etcd_cluster(name, cluster.etcd_version, tls=True)
-    resource["spec"]["health"] = {"unresponsiveAfter": "10s"}
-    cluster.apply([resource], namespace=ns)
-    wait_for(f"{name} at three voters", lambda: on.at_full_size(cluster, ns, name, 3), 180, poll=1.0)
+    _form_quick_to_judge(cluster, ns, name)
     first, second = sorted(on.placement(cluster, ns, name))[:2]
 
     workload = on.workload_for(cluster, ns, name, tmp_path, max_operations=30_000)
