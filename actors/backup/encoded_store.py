@@ -22,9 +22,13 @@ from actors.backup.envelope import HEADER_SIZE, SEGMENT, Decoder, Encoder, decod
 from actors.backup.keys import KeyRing, no_keys
 from actors.backup.ports import BackupKeySource
 from actors.backup.source import is_metadata
-from actors.errors import BackupKeyMissing
+from actors.errors import BackupEncodingError, BackupKeyMissing
 from actors.model import BackupSpec, ClusterRef, Compression
 from actors.store_port import ObjectInfo, ObjectStore, StoredObject
+from supervisor.runtime import leaf_exceptions
+
+# Encoded pieces (a segment or so each) between the encoder and the store.
+ENCODED_AHEAD = 2
 
 
 @frozen
@@ -82,7 +86,25 @@ class EncodedStore:
         if self._encoding.plain or is_metadata(key):
             return await self.inner.put_stream(key, chunks)
         encoder = await self._encoder()  # a missing key fails the backup before any byte is read
-        stored = await self.inner.put_stream(key, _encoded(encoder, chunks))
+        # Encoding runs a segment ahead of the store: one compresses in a worker thread while
+        # the store writes (or uploads) the one before.
+        send, receive = trio.open_memory_channel[bytes | None](ENCODED_AHEAD)
+
+        async def encode() -> None:
+            async with send:
+                async with _closing(_batched(chunks, SEGMENT)) as batches:
+                    async for batch in batches:
+                        if out := await trio.to_thread.run_sync(encoder.feed, batch):
+                            await send.send(out)
+                await send.send(await trio.to_thread.run_sync(encoder.finish))
+                await send.send(None)  # complete: anything else ends the object as failed
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(encode)
+                stored = await self.inner.put_stream(key, _until_complete(receive, key))
+        except BaseExceptionGroup as group:
+            raise _first(group) from None
         return self._described(stored, encoder)
 
     async def put_bytes(self, key: str, data: bytes) -> StoredObject:
@@ -176,13 +198,27 @@ async def _batched(chunks: AsyncIterable[bytes], size: int) -> AsyncIterator[byt
         yield bytes(pending)
 
 
-async def _encoded(encoder: Encoder, chunks: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
-    async with _closing(_batched(chunks, SEGMENT)) as batches:
-        async for batch in batches:
-            out = await trio.to_thread.run_sync(encoder.feed, batch)
-            if out:
-                yield out
-    yield await trio.to_thread.run_sync(encoder.finish)
+async def _until_complete(receive: trio.MemoryReceiveChannel[bytes | None], key: str) -> AsyncIterator[bytes]:
+    """The encoded pieces for the store; raises, so the store keeps no object, when the
+    encoding ended without its last piece (the snapshot or the encoder failed)."""
+    async with receive:
+        async for piece in receive:
+            if piece is None:
+                return
+            yield piece
+    raise _Incomplete(f"{key}: encoding stopped before the end of the object")
+
+
+class _Incomplete(BackupEncodingError):
+    """The store's side of a failed encoding: the encoder's own error is the news."""
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error that ended a put: the source's, the encoder's or the store's, not the
+    other side's broken channel or our own stop."""
+    leaves = [e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled)]
+    firsts = [e for e in leaves if not isinstance(e, _Incomplete | trio.BrokenResourceError)]
+    return (firsts or leaves or [group])[0]
 
 
 def encoded(
