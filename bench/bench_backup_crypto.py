@@ -9,7 +9,8 @@ after run, each form's backup into a local-directory store (--s3: moto's S3 serv
 read-back (get_stream drained, as a restore fetches it). Reported per form: the median seconds
 and MiB/s of snapshot, the ratio against the plain run (plain seconds ÷ this form's: 1.0 = as
 fast), the stored size ÷ snapshot size, and the peak RSS growth of this process while streaming
-(VmHWM reset through /proc/self/clear_refs before each run). Writes bench/results/backup_crypto.json.
+(VmHWM reset through /proc/self/clear_refs before each run). Writes
+bench/results/backup_crypto.json (backup_crypto_random.json with --random).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import base64
 import json
 import os
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -44,6 +44,7 @@ from supervisor.aio import open_asyncio_loop  # noqa: E402
 from supervisor.etcd.admin import EtcdAdminAdapter  # noqa: E402
 from supervisor.etcd.client import open_etcd_client  # noqa: E402
 from supervisor.stores import open_store  # noqa: E402
+from tests.harness.memory import reset_peak, status_kib  # noqa: E402
 from tests.harness.objstore import open_moto_server  # noqa: E402
 
 MiB = 1 << 20
@@ -88,17 +89,6 @@ async def fill_etcd_like(endpoint: str, total_mib: int, writers: int = 4) -> Non
             nursery.start_soon(writer, w)
 
 
-def _kib(field: str) -> int:
-    found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
-    assert found, field
-    return int(found.group(1))
-
-
-def _reset_peak() -> int:
-    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
-    return _kib("VmRSS")
-
-
 def wrapped(store: ObjectStore, form: str) -> ObjectStore:
     compression, ring = FORMS[form]
 
@@ -117,18 +107,18 @@ def timed(endpoint: str, open_target: Callable[[], ObjectStore], form: str) -> d
             store = wrapped(open_target(), form)
             try:
                 observed = await observed_single(admin, endpoint)
-                before = _reset_peak()
+                before = reset_peak()
                 started = time.perf_counter()
                 outcome = await take_backup(observed, admin, store, verifier=None)
                 backup = time.perf_counter() - started
-                backup_rss = (_kib("VmHWM") - before) / 1024
-                before = _reset_peak()
+                backup_rss = (status_kib("VmHWM") - before) / 1024
+                before = reset_peak()
                 started = time.perf_counter()
                 read = 0
                 async for chunk in store.get_stream(outcome.key):
                     read += len(chunk)
                 restore = time.perf_counter() - started
-                restore_rss = (_kib("VmHWM") - before) / 1024
+                restore_rss = (status_kib("VmHWM") - before) / 1024
                 assert read == outcome.snapshot_size
                 await store.delete(outcome.key)
                 await store.delete(f"{outcome.key}.json")
@@ -223,7 +213,7 @@ def main() -> int:
         finally:
             proc.kill()
             proc.wait()
-    out = write_result("backup_crypto", results)
+    out = write_result("backup_crypto_random" if args.random else "backup_crypto", results)
     print(f"wrote {out}")
     return 0
 

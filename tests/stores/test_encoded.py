@@ -18,8 +18,8 @@ from actors.backup.keys import KeyRing, key_id, key_ring_from, no_keys
 from actors.errors import BackupDecryptFailed, BackupKeyMissing
 from actors.model import BackupSpec, ClusterRef, Compression, EncryptionSpec, LocalStore, StoreSpec
 from actors.store_port import ObjectStore
+from tests.harness.memory import reset_peak, status_kib
 from tests.stores.data import MiB, drain
-from tests.stores.test_memory import _reset_peak, _status_kib
 
 OLD, NEW = os.urandom(32), os.urandom(32)
 REF = ClusterRef("default", "demo")
@@ -159,14 +159,12 @@ async def test_encoding_holds_a_few_segments_never_the_object(
 ) -> None:
     store = wrapped(make_store(), keys(key=NEW))
     size = 64 * MiB
-    _reset_peak()
-    before = _status_kib("VmRSS")
+    before = reset_peak()
     await store.put_stream("big.db", compressible(size))
-    put = _status_kib("VmHWM") - before
-    _reset_peak()
-    before = _status_kib("VmRSS")
+    put = status_kib("VmHWM") - before
+    before = reset_peak()
     assert (await drain(store.get_stream("big.db")))[0] == size
-    get = _status_kib("VmHWM") - before
+    get = status_kib("VmHWM") - before
     growth = f"peak RSS growth put {put // 1024} MiB, get {get // 1024} MiB"
     print(f"{store_kind}: 64 MiB compressed+encrypted, {growth}")
     assert max(put, get) * 1024 < size // 2, (put, get)
