@@ -192,9 +192,10 @@ def main() -> int:
         try:
             wait_healthy(endpoint)
             started = time.perf_counter()
-            trio.run(fill, endpoint, args.mib, 4) if args.random else trio.run(
-                fill_etcd_like, endpoint, args.mib
-            )
+            if args.random:
+                trio.run(fill, endpoint, args.mib, 4)
+            else:
+                trio.run(fill_etcd_like, endpoint, args.mib)
             print(f"loaded {args.mib} MiB in {time.perf_counter() - started:.1f}s")
 
             def local() -> ObjectStore:
