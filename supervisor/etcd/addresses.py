@@ -7,7 +7,10 @@ and a DNS that caches denials (NodeLocal DNSCache keeps them 5 s) goes on answer
 step of a bootstrap waited it out, 15.6 s to form three members instead of 3.6 s (issue 28).
 The Kubernetes runtime learns each member pod's address from the API server as soon as the
 kubelet reports it and records it here; a connection to that host goes to the address, its
-certificate still checked against the name. A host not recorded is resolved as usual.
+certificate still checked against the name. A member whose pod has no address (not started yet,
+or gone) is recorded as UNADDRESSED: a connection to it fails at once instead of asking DNS, whose
+denial, cached, would then be what etcd's own peers get for that name once the pod is back. A
+host not recorded at all is resolved as usual.
 
 One book per process: a host name means the same pod to every client in it.
 """
@@ -15,6 +18,9 @@ One book per process: a host name means the same pod to every client in it.
 from __future__ import annotations
 
 import threading
+
+# Recorded for a member known to have no address now: dial nothing, resolve nothing.
+UNADDRESSED = ""
 
 
 class AddressBook:
@@ -34,6 +40,7 @@ class AddressBook:
             self._by_host.pop(host, None)
 
     def lookup(self, host: str) -> str | None:
+        """The address to dial, UNADDRESSED, or None for a host the runtime does not know."""
         with self._lock:
             return self._by_host.get(host)
 

@@ -19,7 +19,7 @@ from grpclib.config import Configuration
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
 from . import frame_repr
-from .addresses import KNOWN
+from .addresses import KNOWN, UNADDRESSED
 from .errors import EtcdConnectionError, EtcdError, EtcdTimeout, EtcdTlsError, error_from_status
 from .tls import FollowingContext, TlsFiles
 
@@ -88,6 +88,8 @@ class ChannelPool:
             self.ssl_context()
         # The member's address as the runtime knows it (addresses.py), else its name resolved.
         address = KNOWN.lookup(endpoint.host)
+        if address == UNADDRESSED:
+            raise EtcdConnectionError("the member's pod has no address yet", endpoint=endpoint.url)
         if channel is not None and self._dialed.get(channel) != address:
             self.drop(endpoint.url, channel)  # the member's pod moved: its old address is gone
             channel = None

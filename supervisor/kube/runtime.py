@@ -26,7 +26,7 @@ from actors.codec import parse_spec
 from actors.errors import CertificatesRefused, RuntimeRefused
 from actors.model import ClusterRef, ClusterSpec, MemberConfig, MemberLaunch, MemberUrls, RuntimeMember
 from actors.ports import MemberChanged
-from supervisor.etcd.addresses import KNOWN
+from supervisor.etcd.addresses import KNOWN, UNADDRESSED
 from supervisor.kube import byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
@@ -95,15 +95,15 @@ def _log_exit(launch: MemberLaunch, pod: Obj) -> None:
 
 
 def note_address(pod: Mapping[str, Any], *, gone: bool = False) -> None:
-    """Record the member pod's address for its host name, or forget it once the pod is gone or
-    going (supervisor/etcd/addresses.py: connections to members then need no DNS)."""
+    """Record the member pod's address for its host name, UNADDRESSED while it has none or once
+    it is gone or going (supervisor/etcd/addresses.py: connections to members never ask DNS)."""
     urls = urls_from(pod)
     host = urlsplit(urls.client_url).hostname if urls is not None else None
     if not host:
         return
     address = (pod.get("status") or {}).get("podIP")
     if gone or not address or meta(pod).get("deletionTimestamp"):
-        KNOWN.forget(host)
+        KNOWN.remember(host, UNADDRESSED)
     else:
         KNOWN.remember(host, str(address))
 
@@ -308,6 +308,7 @@ class KubeRuntime:
                 return False
             raise
         self._watch_set_aside(made)
+        note_address(made)  # no address yet: probes before the watch reports one ask no DNS
         log.info("started member %s of %s (consecutive failures %d)", launch.name, launch.cluster, failures)
         return True
 

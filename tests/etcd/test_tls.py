@@ -14,7 +14,7 @@ from cryptography import x509
 
 from supervisor import pki
 from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
-from supervisor.etcd.addresses import KNOWN
+from supervisor.etcd.addresses import KNOWN, UNADDRESSED
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.etcd.errors import EtcdConnectionError
 from tests.harness.etcd import UNRESOLVABLE_NAME, EtcdBinaries, EtcdCluster, running_cluster
@@ -162,6 +162,15 @@ async def test_a_member_name_no_dns_answers_is_dialed_at_the_address_the_runtime
             KNOWN.forget(UNRESOLVABLE_NAME)
         with pytest.raises(EtcdConnectionError):
             await client.get(b"/tls/named")
+        # A member known to have no address: refused at once, neither dialed nor resolved.
+        KNOWN.remember(UNRESOLVABLE_NAME, UNADDRESSED)
+        try:
+            with pytest.raises(EtcdConnectionError, match="no address yet"):
+                await client.get(b"/tls/named")
+            with pytest.raises(EtcdConnectionError, match="no address yet"):
+                await client.snapshot(sink, endpoint=named[0])
+        finally:
+            KNOWN.forget(UNRESOLVABLE_NAME)
     # The certificate is still checked against the name: one it does not carry is refused.
     other = "elsewhere.etcd-supervisor.invalid"
     KNOWN.remember(other, "127.0.0.1")
