@@ -101,7 +101,6 @@ def node_loss(nodes: Nodes, cluster: Cluster, runs: int) -> dict[str, Any]:
             with on.background(workload):
                 on.answers_more(workload, "the workload's first answers")
                 seconds.append(on.lose_node(nodes, cluster, ns, "lost", workload).seconds)
-        nodes.recycle_local_volumes()
     print(median_line("node lost -> three voters again", seconds, "(unresponsiveAfter 30s)"))
     return {"seconds": seconds, "median_s": statistics.median(seconds)}
 
@@ -114,7 +113,6 @@ def drains(nodes: Nodes, cluster: Cluster) -> dict[str, Any]:
             on.answers_more(workload, "the workload's first answers")
             each = on.drain_each(cluster, ns, "drained", workload)
             on.answers_more(workload, "answers after the last drain")
-    nodes.recycle_local_volumes()
     total = sum(d.back_seconds for d in each)
     gap = on.Gaps(workload).measure()
     print(f"  three drains in turn: {total:.1f} s in all; longest gap without a client answer {gap:.2f} s")
@@ -145,6 +143,7 @@ def main() -> None:
         nodes.import_image(images.operator_archive(ROOT / "images"))
         cluster = Cluster(nodes.kubeconfig, version, nodes)
         log = ROOT / "logs" / "operator-bench.log"
+        stack.enter_context(nodes.recycling())
         with run_operator(cluster, None, ROOT / "operator", log, helper_image=images.OPERATOR_IMAGE):
             result: dict[str, Any] = {"etcd_version": version, "target": TARGET}
             if args.only in (None, "formation"):
