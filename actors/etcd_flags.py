@@ -1,6 +1,11 @@
 """etcd's command-line flags by minor version, from `etcd --help` of the releases in use (3.4.25,
-3.5.35, 3.6.16; tests/etcd/test_etcd_flags.py checks them against the binaries). Data only:
-spec.etcdOptions is validated against the minor the member runs (actors/codec/spec.py)."""
+3.5.35, 3.6.16, 3.7.3; tests/etcd/test_etcd_flags.py checks them against the binaries). Data only:
+spec.etcdOptions is validated against the minor the member runs (actors/codec/spec.py).
+
+`feature-gates` (etcd 3.6 on) is a comma-separated list of Name=true|false: each name a gate of
+the member's minor (FEATURE_GATES) that the supervisor does not set itself (OWNED_GATES); the
+supervisor's own gates go into the same flag (supervisor/etcd/member_settings.py).
+"""
 
 from __future__ import annotations
 
@@ -345,6 +350,123 @@ FLAGS: dict[str, frozenset[str]] = {
             "watch-progress-notify-interval",
         }
     ),
+    "3.7": frozenset(
+        {
+            "advertise-client-urls",
+            "auth-token",
+            "auth-token-ttl",
+            "auto-compaction-mode",
+            "auto-compaction-retention",
+            "auto-tls",
+            "backend-batch-interval",
+            "backend-batch-limit",
+            "backend-bbolt-freelist-type",
+            "bcrypt-cost",
+            "bootstrap-defrag-threshold-megabytes",
+            "cert-file",
+            "cipher-suites",
+            "client-cert-allowed-hostname",
+            "client-cert-auth",
+            "client-cert-file",
+            "client-crl-file",
+            "client-key-file",
+            "compact-hash-check-time",
+            "compaction-batch-limit",
+            "compaction-sleep-interval",
+            "corrupt-check-time",
+            "cors",
+            "data-dir",
+            "discovery",
+            "discovery-cacert",
+            "discovery-cert",
+            "discovery-dial-timeout",
+            "discovery-endpoints",
+            "discovery-fallback",
+            "discovery-insecure-skip-tls-verify",
+            "discovery-insecure-transport",
+            "discovery-keepalive-time",
+            "discovery-keepalive-timeout",
+            "discovery-key",
+            "discovery-password",
+            "discovery-proxy",
+            "discovery-request-timeout",
+            "discovery-srv",
+            "discovery-srv-name",
+            "discovery-token",
+            "discovery-user",
+            "distributed-tracing-address",
+            "distributed-tracing-instance-id",
+            "distributed-tracing-sampling-rate",
+            "distributed-tracing-service-name",
+            "downgrade-check-time",
+            "election-timeout",
+            "enable-distributed-tracing",
+            "enable-grpc-gateway",
+            "enable-log-rotation",
+            "enable-pprof",
+            "feature-gates",
+            "force-new-cluster",
+            "grpc-keepalive-interval",
+            "grpc-keepalive-min-time",
+            "grpc-keepalive-timeout",
+            "heartbeat-interval",
+            "host-whitelist",
+            "initial-advertise-peer-urls",
+            "initial-cluster",
+            "initial-cluster-state",
+            "initial-cluster-token",
+            "initial-election-tick-advance",
+            "key-file",
+            "listen-client-http-urls",
+            "listen-client-urls",
+            "listen-metrics-urls",
+            "listen-peer-urls",
+            "log-format",
+            "log-level",
+            "log-outputs",
+            "log-rotation-config-json",
+            "logger",
+            "max-concurrent-streams",
+            "max-learners",
+            "max-request-bytes",
+            "max-snapshots",
+            "max-txn-ops",
+            "max-wals",
+            "memory-mlock",
+            "metrics",
+            "name",
+            "peer-auto-tls",
+            "peer-cert-allowed-cn",
+            "peer-cert-allowed-hostname",
+            "peer-cert-file",
+            "peer-client-cert-auth",
+            "peer-client-cert-file",
+            "peer-client-key-file",
+            "peer-crl-file",
+            "peer-key-file",
+            "peer-skip-client-san-verification",
+            "peer-trusted-ca-file",
+            "pre-vote",
+            "quota-backend-bytes",
+            "raft-read-timeout",
+            "raft-write-timeout",
+            "self-signed-cert-validity",
+            "snapshot-catchup-entries",
+            "snapshot-count",
+            "socket-reuse-address",
+            "socket-reuse-port",
+            "strict-reconfig-check",
+            "tls-max-version",
+            "tls-min-version",
+            "trusted-ca-file",
+            "unsafe-no-fsync",
+            "v2-deprecation",
+            "wal-dir",
+            "warning-apply-duration",
+            "warning-unary-request-duration",
+            "watch-progress-notify-interval",
+        }
+    ),
 }
 
 # Flags the supervisor sets itself (names, addresses, data, TLS, how the cluster forms, and what
@@ -389,7 +511,6 @@ OWNED: dict[str, str] = {
             "experimental-peer-skip-client-san-verification",
             "strict-reconfig-check",
             "experimental-stop-grpc-service-on-defrag",
-            "feature-gates",
         )
     },
     "logger": "the supervisor reads etcd's log from stderr",
@@ -397,4 +518,71 @@ OWNED: dict[str, str] = {
     "quota-backend-bytes": "set it with spec.maintenance.quotaBackendBytes",
     "auto-compaction-mode": "set it with spec.maintenance.autoCompaction",
     "auto-compaction-retention": "set it with spec.maintenance.autoCompaction",
+}
+
+# etcd's feature gates by minor version (the `--feature-gates` part of `etcd --help`; 3.4 and 3.5
+# have none), checked against the binaries like FLAGS.
+FEATURE_GATES: dict[str, frozenset[str]] = {
+    "3.6": frozenset(
+        {
+            "AllAlpha",
+            "AllBeta",
+            "CompactHashCheck",
+            "InitialCorruptCheck",
+            "LeaseCheckpoint",
+            "LeaseCheckpointPersist",
+            "SetMemberLocalAddr",
+            "StopGRPCServiceOnDefrag",
+            "TxnModeWriteWithSharedBuffer",
+        }
+    ),
+    "3.7": frozenset(
+        {
+            "AllAlpha",
+            "AllBeta",
+            "CompactHashCheck",
+            "FastLeaseKeepAlive",
+            "InitialCorruptCheck",
+            "LeaseCheckpoint",
+            "LeaseCheckpointPersist",
+            "PriorityRequest",
+            "SetMemberLocalAddr",
+            "StopGRPCServiceOnDefrag",
+            "TxnModeWriteWithSharedBuffer",
+        }
+    ),
+}
+
+# Gates the supervisor sets itself (supervisor/etcd/member_settings.py).
+OWNED_GATES: dict[str, str] = {
+    "StopGRPCServiceOnDefrag": "set by the supervisor (a member says NOT_SERVING while it defragments)",
+}
+
+# The experimental flags etcd 3.6 deprecated and 3.7 removed, and what replaced each: a flag, or a
+# feature gate (3.6 knows both names; its `etcd --help` says so). A spec that still sets one on
+# 3.7 is refused, naming the replacement.
+REPLACED: dict[str, str] = {
+    "experimental-bootstrap-defrag-threshold-megabytes": "bootstrap-defrag-threshold-megabytes",
+    "experimental-compact-hash-check-enabled": "feature-gates: CompactHashCheck=true",
+    "experimental-compact-hash-check-time": "compact-hash-check-time",
+    "experimental-compaction-batch-limit": "compaction-batch-limit",
+    "experimental-compaction-sleep-interval": "compaction-sleep-interval",
+    "experimental-corrupt-check-time": "corrupt-check-time",
+    "experimental-distributed-tracing-address": "distributed-tracing-address",
+    "experimental-distributed-tracing-instance-id": "distributed-tracing-instance-id",
+    "experimental-distributed-tracing-sampling-rate": "distributed-tracing-sampling-rate",
+    "experimental-distributed-tracing-service-name": "distributed-tracing-service-name",
+    "experimental-downgrade-check-time": "downgrade-check-time",
+    "experimental-enable-distributed-tracing": "enable-distributed-tracing",
+    "experimental-enable-lease-checkpoint": "feature-gates: LeaseCheckpoint=true",
+    "experimental-enable-lease-checkpoint-persist": "feature-gates: LeaseCheckpointPersist=true",
+    "experimental-initial-corrupt-check": "feature-gates: InitialCorruptCheck=true",
+    "experimental-memory-mlock": "memory-mlock",
+    "experimental-peer-skip-client-san-verification": "peer-skip-client-san-verification",
+    "experimental-snapshot-catchup-entries": "snapshot-catchup-entries",
+    "experimental-stop-grpc-service-on-defrag": "feature-gates: StopGRPCServiceOnDefrag=true",
+    "experimental-txn-mode-write-with-shared-buffer": "feature-gates: TxnModeWriteWithSharedBuffer=true",
+    "experimental-warning-apply-duration": "warning-apply-duration",
+    "experimental-warning-unary-request-duration": "warning-unary-request-duration",
+    "experimental-watch-progress-notify-interval": "watch-progress-notify-interval",
 }
