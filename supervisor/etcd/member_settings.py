@@ -69,7 +69,7 @@ def _with_users_gates(settings: tuple[tuple[str, str], ...], gates: str) -> tupl
         return settings
     ours = [value for flag, value in settings if flag == "feature-gates"]
     rest = tuple((flag, value) for flag, value in settings if flag != "feature-gates")
-    return rest + (("feature-gates", ",".join([*ours, users])),)
+    return (*rest, ("feature-gates", ",".join([*ours, users])))
 
 
 def config_fingerprint(spec: ClusterSpec, *runtime_parts: str) -> str:

@@ -51,6 +51,13 @@ def condition(status: ClusterStatus, kind: str):
     return next((c for c in status.conditions if c.type == kind), None)
 
 
+async def assert_linearizable(workload: KvWorkload, tmp_path: Path) -> None:
+    verdict = await workload.check(tmp_path / "history")
+    print(f"linearizability: {verdict.operations} operations checked")
+    assert verdict.ok, verdict.report
+    assert workload.history.count(kind="put", outcome="ok") > 0
+
+
 async def upgrade_under_workload(sup, workload: KvWorkload, version: str, generation: int) -> None:
     """Roll the cluster to `version` (a patch or the next minor) while `workload` runs: the old
     cluster version holds while members differ, each member rolls once, the leader last."""
@@ -146,10 +153,7 @@ async def test_upgrades_3_4_to_3_6_a_refused_skip_a_failed_rollout_and_the_downg
             # one at a time, and the cluster version settles on 3.5.
             await downgrade_under_workload(sup, workload, v35, 8)
             nursery.cancel_scope.cancel()
-        verdict = await workload.check(tmp_path / "history")
-        print(f"linearizability: {verdict.operations} operations checked")
-        assert verdict.ok, verdict.report
-        assert workload.history.count(kind="put", outcome="ok") > 0
+        await assert_linearizable(workload, tmp_path)
 
 
 async def test_3_6_to_3_7_and_back_to_3_6_under_a_checked_workload(tmp_path):
@@ -174,7 +178,4 @@ async def test_3_6_to_3_7_and_back_to_3_6_under_a_checked_workload(tmp_path):
             # 3.7 -> 3.6 through etcd's downgrade API, as 3.6 -> 3.5.
             await downgrade_under_workload(sup, workload, v36, 4)
             nursery.cancel_scope.cancel()
-        verdict = await workload.check(tmp_path / "history")
-        print(f"linearizability: {verdict.operations} operations checked")
-        assert verdict.ok, verdict.report
-        assert workload.history.count(kind="put", outcome="ok") > 0
+        await assert_linearizable(workload, tmp_path)

@@ -11,9 +11,9 @@ import pytest
 
 from actors.etcd_flags import FEATURE_GATES, FLAGS, OWNED, OWNED_GATES, REPLACED
 from actors.model import ClusterSpec
+from supervisor.etcd.member_settings import member_settings
 from supervisor.kube import manifests
 from supervisor.local import etcd_command
-from supervisor.etcd.member_settings import member_settings
 from tests.harness.etcd import running_cluster
 from tests.harness.etcd_versions import built_or_skip, pinned, pinned_versions
 
