@@ -45,6 +45,38 @@ class StoreFull(StoreError):
     """No space left: a full local disk (ENOSPC, EDQUOT) or a store's quota."""
 
 
+class BackupEncodingError(StoreError):
+    """A backup object cannot be encrypted, or decrypted and decompressed. Its class name is the
+    reason the BackupHealthy condition shows, and the message starts with it, so a restore's or
+    a verification's error names it too. Retrying does not help: a person must act (README,
+    runbook "backup cannot be decrypted")."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{type(self).__name__}: {message}")
+
+    @property
+    def reason(self) -> str:
+        return type(self).__name__
+
+
+class BackupKeyMissing(BackupEncodingError):
+    """The key Secret (locally: the key file) is absent or has no `key` to encrypt with, or an
+    object's key id is among none of its keys."""
+
+
+class BackupCorrupt(BackupEncodingError):
+    """An unencrypted (compressed) backup object is not well formed: truncated or corrupt."""
+
+
+class BackupKeyInvalid(BackupEncodingError):
+    """A key in the Secret or file is not the base64 of 32 bytes."""
+
+
+class BackupDecryptFailed(BackupEncodingError):
+    """An object does not authenticate under the key its id names, or is not a well-formed
+    backup object: corrupt, truncated, reordered or tampered with. Nothing of it is used."""
+
+
 class StepFailed(Exception):
     """A step the cluster actor took failed for a reason that is not etcd's (a restore whose
     backup is missing or corrupt, say): held off and retried like a refused step."""

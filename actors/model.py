@@ -183,6 +183,22 @@ class RetentionSpec:
     max_age: str | None = None  # a Go duration, e.g. 168h
 
 
+class Compression(enum.StrEnum):
+    """How a backup's bytes are compressed before they are stored (and encrypted)."""
+
+    NONE = "none"
+    ZSTD = "zstd"
+
+
+@frozen
+class EncryptionSpec:
+    """Client-side AES-256-GCM of every backup object (actors/backup/envelope.py). The keys are
+    a Secret's (locally: a file's next to the manifest) `key` (the current one, which encrypts)
+    and any other names (older keys, which only decrypt)."""
+
+    key_secret: str
+
+
 @frozen
 class BackupSpec:
     schedule: str | None = None  # 5-field cron, UTC; None: on-demand backups only
@@ -193,6 +209,9 @@ class BackupSpec:
     # Between full backups, every change is written to the store in chunks this often (a Go
     # duration); None: full backups only.
     delta_period: str | None = None
+    # None: objects are stored unencrypted (old encrypted ones still need the keys to restore).
+    encryption: EncryptionSpec | None = None
+    compression: Compression = Compression.ZSTD
 
 
 @frozen

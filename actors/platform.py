@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from attrs import frozen
 
-from actors.backup.ports import BackupRequests, SeedRestorer
+from actors.backup.ports import BackupKeySource, BackupRequests, SeedRestorer
 from actors.backup.services import BackupTiming, StoreOpener, VerifierFactory, backup_service, delta_service
 from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import ROOT_INTENSITY, Fleet, open_fleet
@@ -53,6 +53,8 @@ class Platform:
     # The generated certificates of TLS clusters: with it, every cluster runs the renewal child
     # (actors/renewal.py); None: certificates are never renewed.
     certificates: CertificateStore | None = None
+    # Backup encryption keys (spec.backup.encryption.keySecret); None: encrypted backups fail.
+    keys: BackupKeySource | None = None
 
     def ports_for(self, resource: ClusterResource) -> ClusterPorts:
         return ClusterPorts(self.runtime, self.admin_for(resource), self.status, self.events, self.restorer)
@@ -65,8 +67,8 @@ class Platform:
             return children
         return [
             *children,
-            backup_service(self.stores, self.verifier, self.requests, timing),
-            delta_service(self.stores, self.verifier, timing),
+            backup_service(self.stores, self.verifier, self.requests, timing, self.keys),
+            delta_service(self.stores, self.verifier, timing, self.keys),
         ]
 
 

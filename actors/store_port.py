@@ -21,11 +21,27 @@ GCS_CREDENTIAL_KEY = "service-account.json"
 
 @frozen
 class StoredObject:
-    """What a put wrote: the key, its size in bytes and the sha256 (hex) of exactly those bytes."""
+    """What a put wrote: the key, its size in bytes and the sha256 (hex) of exactly those bytes.
+
+    A store that encodes what it is given (actors/backup/encoded_store.py: compression,
+    encryption) says so: `content_size`/`content_sha256` are those of the bytes it was given
+    (None: the same as the stored ones), `compression` and `key_id` (hex; None: not encrypted)
+    how they were encoded."""
 
     key: str
     size: int
     sha256: str
+    content_size: int | None = None
+    content_sha256: str | None = None
+    compression: str = "none"
+    key_id: str | None = None
+
+    @property
+    def content(self) -> tuple[int, str]:
+        """Size and sha256 of the bytes the put was given, before any encoding."""
+        if self.content_size is None or self.content_sha256 is None:
+            return self.size, self.sha256
+        return self.content_size, self.content_sha256
 
 
 @frozen

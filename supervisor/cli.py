@@ -83,6 +83,21 @@ def build_parser() -> argparse.ArgumentParser:
     receive.add_argument("--tls-cert", default=None, help="serve TLS with this certificate (and --tls-key)")
     receive.add_argument("--tls-key", default=None, help="the key of --tls-cert")
 
+    decode = sub.add_parser(
+        "decode-backup",
+        help="decrypt and decompress a backup object fetched from the store into a plain etcd snapshot",
+        epilog="e.g. aws s3 cp s3://b/etcd/NS/demo/X.db . && etcd-supervisor decode-backup X.db"
+        " snapshot.db --key-file backup-key && etcdutl snapshot restore snapshot.db ...",
+    )
+    decode.add_argument("object", metavar="OBJECT", help="the object as stored (a plain one is copied)")
+    decode.add_argument("out", metavar="OUT", help="where to write the plain snapshot")
+    decode.add_argument(
+        "--key-file",
+        default=None,
+        help="NAME=VALUE lines as spec.backup.encryption's Secret or file (`key`, older keys under"
+        " other names); needed for an encrypted object",
+    )
+
     local = sub.add_parser(
         "local",
         help="run clusters as etcd processes on loopback, no Kubernetes",
@@ -136,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(level=args.log_level, fmt=args.log_format)
     if args.command == "receive-snapshot":
         return _receive_snapshot(Path(args.out), args.port, args.tls_cert, args.tls_key)
+    if args.command == "decode-backup":
+        return _decode_backup(Path(args.object), Path(args.out), args.key_file)
     if args.command == "local":
         from supervisor.local.daemon import run_local
 
@@ -188,6 +205,24 @@ def _receive_snapshot(out: Path, port: int, cert: str | None, key: str | None) -
     tls = server_tls(Path(cert), Path(key)) if cert and key else None
     got = trio.run(partial(receive_snapshot, out, port=port, token=token, tls=tls))
     print(f"received {got.size} bytes, sha256 {got.sha256}")
+    return 0
+
+
+def _decode_backup(source: Path, target: Path, key_file: str | None) -> int:
+    from actors.backup.keys import key_ring_from
+    from actors.errors import StoreError
+    from supervisor.stores.credentials import parse_key_values
+    from supervisor.stores.decode import decode_file
+
+    try:
+        ring = None
+        if key_file is not None:
+            ring = key_ring_from(parse_key_values(Path(key_file).read_text()), f"the key file {key_file}")
+        size, sha256 = decode_file(source, target, ring)
+    except (StoreError, OSError) as exc:
+        print(f"etcd-supervisor decode-backup: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {target}: {size} bytes, sha256 {sha256} (the metadata's snapshotSha256)")
     return 0
 
 

@@ -21,7 +21,7 @@ import attrs
 import trio
 from attrs import frozen
 
-from actors.backup.health import BackupReport
+from actors.backup.health import BackupReport, encoding_problem
 from actors.backup.job import BackupFailed, BackupOutcome, take_backup
 from actors.backup.ports import BackupPorts, BackupRequests
 from actors.backup.retention import BackupRecord, expired
@@ -211,7 +211,9 @@ class BackupActor(Actor[Wake]):
         why = str(exc)
         failures = self._status.consecutive_failures + 1
         self._retry_at = trio.current_time() + self._retry.delay(failures - 1, self._rng)
-        self._report(BackupStatus(now, self._status.last_successful_backup, failures), why)
+        self._report(
+            BackupStatus(now, self._status.last_successful_backup, failures), why, encoding_problem(exc)
+        )
         log.warning("backup of %s failed (%d in a row): %s", self._context.ref, failures, why)
         await self._event("BackupFailed", why, _measured(exc), warning=True)
 
@@ -276,9 +278,9 @@ class BackupActor(Actor[Wake]):
             return
         self._report(attrs.evolve(self._status, last_successful_backup=last))
 
-    def _report(self, status: BackupStatus, last_error: str = "") -> None:
+    def _report(self, status: BackupStatus, last_error: str = "", last_reason: str = "") -> None:
         self._status = status
-        self._context.reports.backup = BackupReport(status, last_error)
+        self._context.reports.backup = BackupReport(status, last_error, last_reason)
         nudge(self._context.handle, ServicesReported())
 
     async def _event(

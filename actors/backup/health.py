@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from actors.errors import BackupEncodingError
 from actors.model import BackupSpec, BackupStatus, Condition
 from actors.schedule import next_slot, utc
 
@@ -15,10 +16,25 @@ FAILURES_BEFORE_UNHEALTHY = 3
 
 @frozen
 class BackupReport:
-    """What the backup actor reports: the status fields, and the last failure in words."""
+    """What the backup actor reports: the status fields, and the last failure in words;
+    `last_reason` names it when no retry can mend it (encoding_problem)."""
 
     status: BackupStatus
     last_error: str = ""
+    last_reason: str = ""
+
+
+def encoding_problem(exc: BaseException) -> str:
+    """The name of the key or decryption problem behind a failed backup (BackupKeyMissing,
+    BackupKeyInvalid, BackupDecryptFailed, BackupCorrupt: actors/errors.py), else ""."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, BackupEncodingError):
+            return at.reason
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return ""
 
 
 def schedule_interval(schedule: str, now: float) -> float:
@@ -30,6 +46,9 @@ def schedule_interval(schedule: str, now: float) -> float:
 def backup_condition(spec: BackupSpec, report: BackupReport | None, now: float) -> Condition:
     status = report.status if report else BackupStatus()
     failures = status.consecutive_failures
+    if failures and report and report.last_reason:
+        # A key that is missing or wrong stays so until someone acts: say so at once, by name.
+        return Condition(KIND, "False", report.last_reason, f"the last backup failed: {report.last_error}")
     if failures >= FAILURES_BEFORE_UNHEALTHY:
         error = report.last_error if report else ""
         return Condition(KIND, "False", "BackupsFailing", f"{failures} backups failed in a row: {error}")

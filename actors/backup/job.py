@@ -16,6 +16,7 @@ import attrs
 import trio
 from attrs import frozen
 
+from actors.backup.envelope import ALGORITHM, FORMAT
 from actors.backup.ports import SnapshotVerifier
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.backup.source import backup_key, metadata_key, snapshot_source
@@ -44,6 +45,9 @@ class BackupFailed(Exception):
 
 @frozen
 class BackupOutcome:
+    """`size`/`sha256`: the object as stored (compressed, encrypted); `snapshot_size`/
+    `snapshot_sha256`: the snapshot etcd sent, which a restore gets back."""
+
     key: str
     size: int
     sha256: str
@@ -57,6 +61,10 @@ class BackupOutcome:
     # HashKV at `revision`, once verification proved the source and the restored copy agree.
     kv_hash: int | None = None
     verification: Verification | None = None  # None: not asked for
+    snapshot_size: int = 0
+    snapshot_sha256: str = ""
+    compression: str = "none"
+    key_id: str | None = None  # hex; None: not encrypted
 
     def measured(self) -> BackupMeasured:
         return BackupMeasured(self.completed - self.started, self.verification)
@@ -83,11 +91,13 @@ async def take_backup(
         taken, stored = await _stream_snapshot(admin, endpoint, store, key)
     except EtcdError as exc:
         raise BackupFailed(f"snapshot of {endpoint} failed: {exc}") from exc
-    if (stored.size, stored.sha256) != (taken.size, taken.sha256):
-        raise BackupFailed(f"{key}: the store holds {stored.size} bytes, etcd sent {taken.size}")
+    if stored.content != (taken.size, taken.sha256):
+        raise BackupFailed(f"{key}: the store was given {stored.content[0]} bytes, etcd sent {taken.size}")
     outcome = BackupOutcome(
-        key, taken.size, taken.sha256, taken.revision or revision, False, endpoint, started, 0.0
-    )
+        key, stored.size, stored.sha256, taken.revision or revision, False, endpoint, started, 0.0,
+        snapshot_size=taken.size, snapshot_sha256=taken.sha256, compression=stored.compression,
+        key_id=stored.key_id,
+    )  # fmt: skip
     if verifier is not None:
         outcome = await _verify(outcome, admin, store, verifier)
     outcome = attrs.evolve(outcome, completed=clock())
@@ -174,8 +184,13 @@ def describe(outcome: BackupOutcome, observed: Observed) -> dict[str, object]:
         "cluster": str(observed.cluster),
         "key": outcome.key,
         "revision": outcome.revision,
-        "sizeBytes": outcome.size,
-        "sha256": outcome.sha256,
+        "sizeBytes": outcome.size,  # the stored object's
+        "sha256": outcome.sha256,  # of the stored bytes (what `sha256sum` of the object says)
+        "snapshotSizeBytes": outcome.snapshot_size,  # the snapshot's, once decoded
+        "snapshotSha256": outcome.snapshot_sha256,  # what a restore checks the decoded bytes against
+        "compression": outcome.compression,
+        "encryption": None if outcome.key_id is None else {"algorithm": ALGORITHM, "keyId": outcome.key_id},
+        "format": FORMAT if outcome.key_id or outcome.compression != "none" else None,
         "member": outcome.member,
         "verified": outcome.verified,
         "hashKV": outcome.kv_hash,  # at `revision`: a restore compares its seed's with it

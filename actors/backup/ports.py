@@ -11,6 +11,7 @@ from typing import Protocol
 from attrs import frozen
 
 from actors.backup.deltas import Change
+from actors.backup.keys import KeyRing
 from actors.backup.records import KvHash
 from actors.model import ClusterRef, EtcdBackup, EtcdBackupStatus, MemberLaunch, RestoreSpec, StoreSpec
 from actors.store_port import ObjectStore
@@ -78,6 +79,17 @@ class BackupResolver(Protocol):
     async def resolve(self, namespace: str, name: str) -> RestoreSpec:
         """The store and key of a Succeeded EtcdBackup; RestoreFailed saying why when it is
         unknown, not Succeeded, or its store cannot be told (restore_source.py decides)."""
+        ...
+
+
+class BackupKeySource(Protocol):
+    """Where a cluster's backup encryption keys are (spec.backup.encryption.keySecret): a Secret
+    in its namespace on Kubernetes, a file next to the manifest locally."""
+
+    async def key_ring(self, cluster: ClusterRef, secret: str) -> KeyRing:
+        """The keys `secret` holds, read at each call (a rotated key is used by the next
+        backup). BackupKeyMissing when it is not there, BackupKeyInvalid when a value is not
+        the base64 of 32 bytes."""
         ...
 
 

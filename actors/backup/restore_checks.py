@@ -33,17 +33,19 @@ async def resolve_source(
 
 async def check_against_metadata(store: ObjectStore, key: str, sha256: str) -> dict[str, object]:
     """The backup's metadata object (the JSON beside each snapshot: job.describe; {} when there
-    is none), once the snapshot read (`sha256`) is the one it describes; RestoreFailed if not."""
+    is none), once the snapshot read (`sha256`, of the bytes once decrypted and decompressed)
+    is the one it describes; RestoreFailed if not."""
     try:
         meta = json.loads(await store.get_bytes(metadata_key(key)))
     except (StoreNotFound, ValueError):
         return {}  # not one of our backups (no metadata): etcdutl's own checksum still applies
     if not isinstance(meta, dict):
         return {}
-    if meta.get("sha256") and meta["sha256"] != sha256:
-        raise RestoreFailed(
-            f"backup {key} is corrupt: sha256 {sha256} where its metadata says {meta['sha256']}"
-        )
+    # The snapshot's own sha256 (what is read back once decoded); older metadata has only
+    # "sha256", which for a plain object is the same.
+    recorded = meta.get("snapshotSha256") or meta.get("sha256")
+    if recorded and recorded != sha256:
+        raise RestoreFailed(f"backup {key} is corrupt: sha256 {sha256} where its metadata says {recorded}")
     return meta
 
 

@@ -17,7 +17,8 @@ from actors.backup.actor import RETRY, WAKE_EVERY, backup_child
 from actors.backup.delta_actor import delta_child
 from actors.backup.delta_verify import VERIFY_EVERY
 from actors.backup.deltas import HistorySource
-from actors.backup.ports import BackupPorts, BackupRequests, SnapshotVerifier
+from actors.backup.encoded_store import encoded
+from actors.backup.ports import BackupKeySource, BackupPorts, BackupRequests, SnapshotVerifier
 from actors.cluster_context import ChildFactory, ClusterContext
 from actors.model import ClusterRef, ClusterSpec, StoreSpec
 from actors.store_port import ObjectStore
@@ -47,9 +48,16 @@ def backup_ports(
     verifier: VerifierFactory | None,
     clock: Callable[[], float],
     requests: BackupRequests | None = None,
+    keys: BackupKeySource | None = None,
 ) -> BackupPorts:
+    """Every store opened encodes as spec.backup says at its opening (compression, the key
+    of its keySecret from `keys`): actors/backup/encoded_store.py."""
     verify = verifier(context.ref, lambda: context.desired().resource.spec) if verifier else None
-    return BackupPorts(lambda spec: stores(context.ref, spec), verify, clock, requests)
+
+    def open_store(spec: StoreSpec) -> ObjectStore:
+        return encoded(stores(context.ref, spec), context.ref, context.desired().resource.spec.backup, keys)
+
+    return BackupPorts(open_store, verify, clock, requests)
 
 
 def backup_service(
@@ -57,24 +65,29 @@ def backup_service(
     verifier: VerifierFactory | None,
     requests: BackupRequests | None = None,
     timing: BackupTiming = BackupTiming(),
+    keys: BackupKeySource | None = None,
 ) -> ChildFactory:
-    """The backup actor of each cluster (verifier None: backups are stored unverified)."""
+    """The backup actor of each cluster (verifier None: backups are stored unverified; keys
+    None: encrypted backups fail, naming BackupKeyMissing)."""
 
     def child(context: ClusterContext) -> ChildSpec:
-        ports = backup_ports(context, stores, verifier, timing.clock, requests)
+        ports = backup_ports(context, stores, verifier, timing.clock, requests, keys)
         return backup_child(ports, wake_every=timing.wake_every, retry=timing.retry)(context)
 
     return child
 
 
 def delta_service(
-    stores: StoreOpener, verifier: VerifierFactory | None, timing: BackupTiming = BackupTiming()
+    stores: StoreOpener,
+    verifier: VerifierFactory | None,
+    timing: BackupTiming = BackupTiming(),
+    keys: BackupKeySource | None = None,
 ) -> ChildFactory:
     """The delta follower of each cluster. Its full backups (a compaction overtook its watch)
     are never on-demand ones, so it is given no requests."""
 
     def child(context: ClusterContext) -> ChildSpec:
-        ports = backup_ports(context, stores, verifier, timing.clock)
+        ports = backup_ports(context, stores, verifier, timing.clock, keys=keys)
         return delta_child(ports, history_of, verify_every=timing.verify_every)(context)
 
     return child

@@ -58,6 +58,12 @@ def metadata_key(key: str) -> str:
     return f"{key}.json"
 
 
+def is_metadata(key: str) -> bool:
+    """Whether a key is a snapshot's metadata object (kept plain JSON: retention and restores
+    read it without a key, and it holds nothing of etcd's data)."""
+    return key.endswith(".db.json")
+
+
 def taken_at(key: str, modified: float) -> float:
     """When a backup was taken: the time its key carries (the daemon's clock), else the store's
     modification time (a key not named by us)."""

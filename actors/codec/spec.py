@@ -30,8 +30,10 @@ from actors.model import (
     CertificatesSpec,
     ClusterSpec,
     CompactionMode,
+    Compression,
     DefragSpec,
     DisasterRecoverySpec,
+    EncryptionSpec,
     HealthSpec,
     MaintenanceSpec,
     ReclaimPolicy,
@@ -261,7 +263,7 @@ def _disaster_recovery(spec: Mapping[str, Any], r: Reader) -> DisasterRecoverySp
     return DisasterRecoverySpec(mode=RecoveryMode(mode))
 
 
-BACKUP_FIELDS = {"schedule", "deltaPeriod", "retention", "verify", "store"}
+BACKUP_FIELDS = {"schedule", "deltaPeriod", "retention", "verify", "store", "encryption", "compression"}
 
 
 def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
@@ -302,7 +304,36 @@ def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
         verify=r.boolean(doc, "verify", "spec.backup.verify", True),
         store=store,
         delta_period=delta_period,
+        encryption=_encryption(doc, r),
+        compression=_compression(doc, r),
     )
+
+
+def _encryption(doc: Mapping[str, Any], r: Reader) -> EncryptionSpec | None:
+    if doc.get("encryption") is None:
+        return None
+    encryption = r.mapping(doc, "encryption", "spec.backup.encryption", {"keySecret"})
+    secret = r.string(encryption, "keySecret", "spec.backup.encryption.keySecret", None)
+    if secret is None:
+        r.fail("spec.backup.encryption.keySecret", "required: the Secret holding the key (`key`)")
+        return None
+    if not SECRET_NAME.match(secret) or len(secret) > 253:  # locally a file name: no "/"
+        r.fail(
+            "spec.backup.encryption.keySecret",
+            f"must name a Secret: a DNS subdomain such as backup-key (got {secret!r})",
+        )
+        return None
+    return EncryptionSpec(key_secret=secret)
+
+
+def _compression(doc: Mapping[str, Any], r: Reader) -> Compression:
+    value = r.string(doc, "compression", "spec.backup.compression", None)
+    try:
+        return Compression(value or Compression.ZSTD.value)
+    except ValueError:
+        choices = " or ".join(c.value for c in Compression)
+        r.fail("spec.backup.compression", f"must be {choices} (got {value!r})")
+        return Compression.ZSTD
 
 
 def parse_restore(spec: Mapping[str, Any], r: Reader) -> RestoreSpec | None:

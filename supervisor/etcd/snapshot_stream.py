@@ -30,6 +30,7 @@ from urllib.parse import unquote
 import hpack
 import trio
 
+from .addresses import KNOWN, UNADDRESSED
 from .errors import EtcdConnectionError, EtcdError, EtcdTlsError, error_from_status
 from .snapshot_wire import SNAPSHOT_METHOD, SnapshotChunk
 from .transport import ChannelPool, Endpoint, Metadata, translate
@@ -268,7 +269,10 @@ async def read_snapshot(
 
 
 async def _connect(pool: ChannelPool, endpoint: Endpoint) -> trio.abc.Stream:
-    tcp = await trio.open_tcp_stream(endpoint.host, endpoint.port)
+    address = KNOWN.lookup(endpoint.host)
+    if address == UNADDRESSED:
+        raise EtcdConnectionError("the member's pod has no address yet", endpoint=endpoint.url)
+    tcp = await trio.open_tcp_stream(address or endpoint.host, endpoint.port)
     if not endpoint.secure:
         return tcp
     secure = trio.SSLStream(tcp, pool.ssl_context(), server_hostname=pool.server_name or endpoint.host)

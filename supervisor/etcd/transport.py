@@ -19,6 +19,7 @@ from grpclib.config import Configuration
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
 from . import frame_repr
+from .addresses import KNOWN, UNADDRESSED
 from .errors import EtcdConnectionError, EtcdError, EtcdTimeout, EtcdTlsError, error_from_status
 from .tls import FollowingContext, TlsFiles
 
@@ -63,6 +64,7 @@ class ChannelPool:
         self._ssl_context: FollowingContext | None = None
         self._channels: dict[str, Channel] = {}
         self._users: dict[Channel, int] = {}  # calls and streams running on each channel
+        self._dialed: dict[Channel, str | None] = {}  # the known address each channel dials
 
     @property
     def presents_client_certificate(self) -> bool:
@@ -84,19 +86,27 @@ class ChannelPool:
         if endpoint.secure:
             # An open channel keeps the context: a reconnect then presents a renewed certificate.
             self.ssl_context()
+        # The member's address as the runtime knows it (addresses.py), else its name resolved.
+        address = KNOWN.lookup(endpoint.host)
+        if address == UNADDRESSED:
+            raise EtcdConnectionError("the member's pod has no address yet", endpoint=endpoint.url)
+        if channel is not None and self._dialed.get(channel) != address:
+            self.drop(endpoint.url, channel)  # the member's pod moved: its old address is gone
+            channel = None
         if channel is None:
             config = Configuration(
                 http2_connection_window_size=_WINDOW,
                 http2_stream_window_size=_WINDOW,
-                ssl_target_name_override=self.server_name,
+                ssl_target_name_override=self.server_name or (endpoint.host if address else None),
             )
             channel = Channel(
-                endpoint.host,
+                address or endpoint.host,
                 endpoint.port,
                 ssl=self.ssl_context() if endpoint.secure else None,
                 config=config,
             )
             self._channels[endpoint.url] = channel
+            self._dialed[channel] = address
         return channel
 
     @contextmanager
@@ -126,6 +136,7 @@ class ChannelPool:
         if channel is None or self._channels.get(url) is channel:
             channel = self._channels.pop(url, None)
         if channel is not None:
+            self._dialed.pop(channel, None)
             channel.close()
 
     def close_if_dropped(self, url: str, channel: Channel) -> None:

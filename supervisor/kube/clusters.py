@@ -54,6 +54,7 @@ from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.refusals import refusals_fail_the_step
 from supervisor.kube.secret_tls import client_tls_under, write_client_tls
 from supervisor.kube.snapshots import KubeRestorer, helper_image
+from supervisor.kube.store_credentials import SecretKeys
 from supervisor.kube.voter_budget import promoted, removed
 from supervisor.kube.voter_labels import VoterLabels
 from supervisor.kube.watch import ClusterEvent
@@ -224,6 +225,7 @@ class KubeClusters:
         Secret, restores and verifications in pods of the operator's image."""
         tls_files = client_tls_under(ports.client, self._tls_root)
         stores = secret_stores(ports.client)
+        keys = SecretKeys(ports.client)
 
         def admin_for(resource: ClusterResource) -> EtcdAdmin:
             return SecretTlsAdmin(
@@ -240,8 +242,11 @@ class KubeClusters:
             metrics,
             metrics,
             admin_for,
-            restorer=KubeRestorer(ports.client, stores, image, tls_files, KubeBackupResolver(ports.client)),
+            restorer=KubeRestorer(
+                ports.client, stores, image, tls_files, KubeBackupResolver(ports.client), keys
+            ),
             stores=stores,
+            keys=keys,
             verifier=pod_verifiers(ports.client, image, tls_files),
             requests=requests,
             certificates=KubeCertificates(ports.client, self._tls_root),

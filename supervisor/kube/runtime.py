@@ -18,6 +18,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 
@@ -25,6 +26,7 @@ from actors.codec import parse_spec
 from actors.errors import CertificatesRefused, RuntimeRefused
 from actors.model import ClusterRef, ClusterSpec, MemberConfig, MemberLaunch, MemberUrls, RuntimeMember
 from actors.ports import MemberChanged
+from supervisor.etcd.addresses import KNOWN, UNADDRESSED
 from supervisor.kube import byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
@@ -90,6 +92,20 @@ def _log_exit(launch: MemberLaunch, pod: Obj) -> None:
         pod_exit_code(pod),
         pod_exit_tail(pod) or " (no termination message)",
     )
+
+
+def note_address(pod: Mapping[str, Any], *, gone: bool = False) -> None:
+    """Record the member pod's address for its host name, UNADDRESSED while it has none or once
+    it is gone or going (supervisor/etcd/addresses.py: connections to members never ask DNS)."""
+    urls = urls_from(pod)
+    host = urlsplit(urls.client_url).hostname if urls is not None else None
+    if not host:
+        return
+    address = (pod.get("status") or {}).get("podIP")
+    if gone or not address or meta(pod).get("deletionTimestamp"):
+        KNOWN.remember(host, UNADDRESSED)
+    else:
+        KNOWN.remember(host, str(address))
 
 
 def _annotation(pod: Obj | None, key: str) -> str:
@@ -292,6 +308,7 @@ class KubeRuntime:
                 return False
             raise
         self._watch_set_aside(made)
+        note_address(made)  # no address yet: probes before the watch reports one ask no DNS
         log.info("started member %s of %s (consecutive failures %d)", launch.name, launch.cluster, failures)
         return True
 
@@ -395,6 +412,8 @@ class KubeRuntime:
         out = []
         for name in sorted(set(pod_by_member) | set(claim_by_member)):
             pod, claim = pod_by_member.get(name), claim_by_member.get(name)
+            if pod is not None:
+                note_address(pod)
             urls = urls_from(pod) or urls_from(claim)
             if urls is None:
                 if tls is None:
@@ -461,6 +480,8 @@ class KubeRuntime:
         found = member_ref(event.object)
         if found is None:
             return
+        if "containers" in (event.object.get("spec") or {}):  # a pod (the other watch: claims)
+            note_address(event.object, gone=event.type is EventType.DELETED)
         self._subscribers.dispatch(*found)
 
     async def run(

@@ -19,8 +19,9 @@ import attrs
 import trio
 
 from actors.backup.deltas import Change
+from actors.backup.encoded_store import encoded
 from actors.backup.point_in_time import plan_point_in_time
-from actors.backup.ports import BackupResolver, Restored
+from actors.backup.ports import BackupKeySource, BackupResolver, Restored
 from actors.backup.records import KvHash
 from actors.backup.restore_checks import (
     check_against_metadata,
@@ -30,7 +31,8 @@ from actors.backup.restore_checks import (
 )
 from actors.backup.services import StoreOpener
 from actors.errors import RestoreFailed
-from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, StoreSpec
+from actors.store_port import ObjectStore
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import EtcdError
 from supervisor.etcd.head_hash import hash_at_head
@@ -245,12 +247,17 @@ class KubeRestorer:
         image: str | None,
         tls_files: TlsFilesFor,
         resolver: BackupResolver | None = None,
+        keys: BackupKeySource | None = None,
     ) -> None:
         self._client = client
-        self._open_store = open_store  # (cluster, store) -> the store, with its namespace's Secret
+        self._raw_store = open_store  # (cluster, store) -> the store, with its namespace's Secret
         self._image = image
         self._tls_files = tls_files
         self._resolver = resolver  # for spec.restore.backupName
+        self._keys = keys  # the new cluster's spec.backup.encryption keys decrypt the backup
+
+    def _open_store(self, launch: MemberLaunch, spec: StoreSpec) -> ObjectStore:
+        return encoded(self._raw_store(launch.cluster, spec), launch.cluster, launch.spec.backup, self._keys)
 
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
         store_spec, key, source = await resolve_source(
@@ -265,7 +272,7 @@ class KubeRestorer:
         ref = launch.cluster
         # The seed's launch is the first: the runtime has made the cluster's Secret by now.
         tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
-        store = self._open_store(ref, store_spec)
+        store = self._open_store(launch, store_spec)
         try:
             with store_errors_fail_the_restore(store_spec, key):
                 async with self._filling_seed(launch, key, self._image) as (path, token):
@@ -286,7 +293,7 @@ class KubeRestorer:
         assert source.store is not None and source.key is not None and source.revision is not None
         ref, target = launch.cluster, source.revision
         tls = await self._tls_files(ref) if launch.spec.tls_enabled else None
-        store = self._open_store(ref, source.store)
+        store = self._open_store(launch, source.store)
         try:
             plan = await plan_point_in_time(store, source.key, target)
             snapshot = store.get_stream(plan.snapshot_key)

@@ -1,4 +1,5 @@
-"""Credentials of an object store on Kubernetes: the Secret its `credentialsSecret` names.
+"""Credentials of an object store on Kubernetes: the Secret its `credentialsSecret` names; and
+the backup encryption keys: the Secret `spec.backup.encryption.keySecret` names.
 
 Read from the cluster's namespace at each use (a rotated key is picked up by the next backup);
 only that Secret is read, so the operator's RBAC can be limited to the Secrets it is pointed at.
@@ -9,8 +10,9 @@ from __future__ import annotations
 import base64
 import binascii
 
-from actors.errors import StoreAccessDenied
-from actors.model import GcsStore, S3Store, StoreSpec
+from actors.backup.keys import KeyRing, key_ring_from
+from actors.errors import BackupKeyMissing, StoreAccessDenied, StoreError
+from actors.model import ClusterRef, GcsStore, S3Store, StoreSpec
 from actors.store_port import GCS_CREDENTIAL_KEY, GcsCredentials, StoreCredentials, s3_credentials_from
 from supervisor.kube.client import KubeClient, KubeError
 
@@ -33,14 +35,30 @@ async def secret_credentials(client: KubeClient, namespace: str, spec: StoreSpec
     return GcsCredentials(values[GCS_CREDENTIAL_KEY])
 
 
-async def _secret_data(client: KubeClient, namespace: str, name: str, where: str) -> dict[str, str]:
+class SecretKeys:
+    """actors.backup.ports.BackupKeySource: spec.backup.encryption.keySecret, a Secret in the
+    cluster's namespace (`key`: the current key; other names: older ones), read at each use."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    async def key_ring(self, cluster: ClusterRef, secret: str) -> KeyRing:
+        where = f"keySecret {cluster.namespace}/{secret}"
+        values = await _secret_data(self._client, cluster.namespace, secret, where, BackupKeyMissing)
+        return key_ring_from(values, where)
+
+
+async def _secret_data(
+    client: KubeClient, namespace: str, name: str, where: str, refused: type[StoreError] = StoreAccessDenied
+) -> dict[str, str]:
+    """The Secret's values; `refused` (naming `where`) when it is missing or unreadable."""
     try:
         secret = await client.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
     except KubeError as exc:
         if exc.status in (401, 403, 404):
-            raise StoreAccessDenied(f"{where}: {exc}") from exc
+            raise refused(f"{where}: {exc}") from exc
         raise
     try:
         return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
     except (binascii.Error, UnicodeDecodeError) as exc:
-        raise StoreAccessDenied(f"{where}: a value is not base64 text: {exc}") from exc
+        raise refused(f"{where}: a value is not base64 text: {exc}") from exc

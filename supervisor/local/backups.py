@@ -12,18 +12,22 @@ import time
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from pathlib import Path
 
+import trio
+
 from actors.backup.actor import RETRY, WAKE_EVERY
 from actors.backup.deltas import Change
+from actors.backup.keys import KeyRing, key_ring_from
 from actors.backup.ports import BackupRequests, SnapshotVerifier
 from actors.backup.records import KvHash
 from actors.backup.services import BackupTiming, StoreOpener, VerifierFactory, backup_service
 from actors.cluster_context import ChildFactory
-from actors.model import StoreSpec
+from actors.errors import BackupKeyMissing
+from actors.model import ClusterRef, StoreSpec
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier
-from supervisor.stores.credentials import local_credentials
+from supervisor.stores.credentials import local_credentials, parse_key_values
 from supervisor.stores.factory import open_store
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,25 @@ def local_store_opener(manifest_dir: Path, environ: Mapping[str, str]) -> Callab
         return open_store(spec, credentials=credentials, relative_to=manifest_dir)
 
     return open_for
+
+
+class LocalKeyFiles:
+    """actors.backup.ports.BackupKeySource in local mode: spec.backup.encryption.keySecret is a
+    file of that name next to the manifest, NAME=VALUE lines as for store credentials (`key`:
+    the current key; other names: older ones). Read at each use: a rotated key is picked up
+    by the next backup."""
+
+    def __init__(self, manifest_dir: Path) -> None:
+        self._dir = manifest_dir
+
+    async def key_ring(self, cluster: ClusterRef, secret: str) -> KeyRing:
+        path = self._dir / secret
+        where = f"keySecret {secret!r} (the file {path})"
+        try:
+            text = await trio.to_thread.run_sync(path.read_text)
+        except OSError as exc:
+            raise BackupKeyMissing(f"{where}: {exc.strerror or exc}") from exc
+        return key_ring_from(parse_key_values(text), where)
 
 
 def local_backups(
@@ -52,7 +75,8 @@ def local_backups(
     from its Platform: supervisor/local/platform.py)."""
     timing = BackupTiming(clock=clock, wake_every=wake_every, retry=retry)
     stores = local_stores(manifest_dir, environ)
-    return backup_service(stores, verifiers_or_warn(runtime, scratch_dir), requests, timing)
+    verifiers = verifiers_or_warn(runtime, scratch_dir)
+    return backup_service(stores, verifiers, requests, timing, LocalKeyFiles(manifest_dir))
 
 
 def local_stores(manifest_dir: Path, environ: Mapping[str, str]) -> StoreOpener:

@@ -16,7 +16,7 @@ from pathlib import Path
 from actors.backup.delta_verify import VERIFY_EVERY
 from actors.backup.services import BackupTiming, VerifierFactory, delta_service
 from actors.cluster_context import ChildFactory
-from supervisor.local.backups import local_stores, scratch_verifiers
+from supervisor.local.backups import LocalKeyFiles, local_stores, scratch_verifiers
 from supervisor.local.runtime import LocalRuntime
 
 
@@ -35,4 +35,4 @@ def local_deltas(
     except FileNotFoundError:  # local_backups already said so
         verifiers = None
     timing = BackupTiming(clock=clock, verify_every=verify_every)
-    return delta_service(local_stores(manifest_dir, environ), verifiers, timing)
+    return delta_service(local_stores(manifest_dir, environ), verifiers, timing, LocalKeyFiles(manifest_dir))

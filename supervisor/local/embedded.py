@@ -14,6 +14,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from actors.backup.ports import BackupKeySource
 from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import Fleet
 from actors.measurements import Measurement
@@ -109,13 +110,14 @@ async def open_local_supervisor(
     wrap: Callable[[Platform], Platform] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
+    keys: BackupKeySource | None = None,
     etcd_dir: Path | None = None,
     leave_members_running: bool = False,
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (the local runtime and admins, open_supervisor) with an in-memory
-    recorder as the sinks. `stores`: where restores come from (backups are the caller's
-    `children`, at the pace it sets); `wrap`: a test's variant of the platform (faults);
-    `leave_members_running`: etcd keeps serving after it, for the next one to adopt."""
+    recorder as the sinks. `stores`: where restores come from, `keys` their decryption keys
+    (backups are the caller's `children`, at the pace it sets); `wrap`: a test's variant of the
+    platform (faults); `leave_members_running`: etcd keeps serving after it, for the next one to adopt."""
     recorder = Recorder()
     async with (
         open_asyncio_loop(),
@@ -123,7 +125,7 @@ async def open_local_supervisor(
             state_dir, etcd_dir=etcd_dir, leave_members_running=leave_members_running
         ) as runtime,
     ):
-        restorer = LocalRestorer(runtime, stores) if stores is not None else None
+        restorer = LocalRestorer(runtime, stores, keys=keys) if stores is not None else None
         platform = Platform(
             runtime,
             recorder,

@@ -13,7 +13,7 @@ from actors.platform import AdminFactory, Platform
 from actors.ports import ClusterSinks, EtcdAdmin
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.local.backup_requests import LocalBackupRequests
-from supervisor.local.backups import local_store_opener, local_stores, verifiers_or_warn
+from supervisor.local.backups import LocalKeyFiles, local_store_opener, local_stores, verifiers_or_warn
 from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime
 
@@ -30,13 +30,15 @@ def local_platform(
 ) -> Platform:
     """What `etcd-supervisor local` runs on. Relative store paths and credential files resolve
     against `manifest_dir`; backups are verified under `scratch_dir`."""
+    keys = LocalKeyFiles(manifest_dir)
     return Platform(
         runtime,
         sinks,
         sinks,
         local_admins(runtime, timing),
-        restorer=LocalRestorer(runtime, local_store_opener(manifest_dir, environ), requests),
+        restorer=LocalRestorer(runtime, local_store_opener(manifest_dir, environ), requests, keys),
         stores=local_stores(manifest_dir, environ),
+        keys=keys,
         verifier=verifiers_or_warn(runtime, scratch_dir),
         requests=requests,
         certificates=runtime.certificates(),

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import trio
 
+from actors.backup.encoded_store import encoded, unencoded
+from actors.backup.envelope import MAGIC, is_envelope
 from actors.backup.point_in_time import plan_point_in_time
-from actors.backup.ports import BackupResolver, Restored
+from actors.backup.ports import BackupKeySource, BackupResolver, Restored
 from actors.backup.restore_checks import (
     check_against_metadata,
     resolve_source,
@@ -41,20 +43,25 @@ class LocalRestorer:
         runtime: LocalRuntime,
         open_store: Callable[[StoreSpec], ObjectStore],
         resolver: BackupResolver | None = None,
+        keys: BackupKeySource | None = None,
     ) -> None:
         self._runtime = runtime
-        self._open_store = open_store
+        self._raw_store = open_store
         self._resolver = resolver  # for spec.restore.backupName
+        self._keys = keys  # the new cluster's spec.backup.encryption keys decrypt the backup
+
+    def _open_store(self, launch: MemberLaunch, spec: StoreSpec) -> ObjectStore:
+        return encoded(self._raw_store(spec), launch.cluster, launch.spec.backup, self._keys)
 
     async def restore_seed(self, launch: MemberLaunch, source: RestoreSpec) -> Restored:
         store_spec, key, source = await resolve_source(source, launch.cluster, self._resolver, where="daemon")
         member_dir = self._runtime.member_dir(launch.cluster, launch.name)
         if source.revision is not None:
             return await self._restore_to_revision(launch, source, member_dir)
-        store = self._open_store(store_spec)
+        store = self._open_store(launch, store_spec)
         try:
             with store_errors_fail_the_restore(store_spec, key):
-                if isinstance(store, LocalDirectoryStore):
+                if await _plain_file(store, key):
                     size, sha256, meta = await self._restore_in_place(launch, store, key)
                 else:
                     size, sha256, meta = await self._restore_fetched(launch, store, key, member_dir)
@@ -76,19 +83,21 @@ class LocalRestorer:
         return size, sha256, meta
 
     async def _restore_in_place(
-        self, launch: MemberLaunch, store: LocalDirectoryStore, key: str
+        self, launch: MemberLaunch, store: ObjectStore, key: str
     ) -> tuple[int, str, dict[str, object]]:
-        """A local store's object is restored from its own file, hashed meanwhile on another
-        core: no copy. A sha256 that differs from the metadata's fails the restore after the
-        fact (the action then deletes the member, restored data and all)."""
-        snapshot = await trio.to_thread.run_sync(store.file_of, key)
+        """A local store's plain object is restored from its own file, hashed meanwhile on
+        another core: no copy. A sha256 that differs from the metadata's fails the restore
+        after the fact (the action then deletes the member, restored data and all)."""
+        directory = unencoded(store)
+        assert isinstance(directory, LocalDirectoryStore)
+        snapshot = await trio.to_thread.run_sync(directory.file_of, key)
         hashed: list[tuple[int, str]] = []
 
         async def hash_it() -> None:
             try:
                 hashed.append(await trio.to_thread.run_sync(_hash_file, snapshot))
             except OSError as exc:
-                raise StoreError(f"{store.describe()}: reading {key}: {exc}") from exc
+                raise StoreError(f"{directory.describe()}: reading {key}: {exc}") from exc
 
         try:
             async with trio.open_nursery() as nursery:
@@ -108,7 +117,7 @@ class LocalRestorer:
         to the revision in a scratch member (supervisor/local/scratch.py), as the seed."""
         assert source.store is not None and source.key is not None and source.revision is not None
         snapshot, replayed = member_dir / "restore.db", member_dir / "replayed.db"
-        store = self._open_store(source.store)
+        store = self._open_store(launch, source.store)
         try:
             plan = await plan_point_in_time(store, source.key, source.revision)
             size, sha256 = await _fetch(store, plan.snapshot_key, snapshot)
@@ -145,6 +154,23 @@ class LocalRestorer:
         if done.returncode != 0:
             why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             raise RestoreFailed(f"the backup does not restore (etcdutl: {why[0]})")
+
+
+async def _plain_file(store: ObjectStore, key: str) -> bool:
+    """Whether `key` is a plain snapshot in a local directory (restored in place); an encoded
+    one is decoded into the member's directory first."""
+    directory = unencoded(store)
+    if not isinstance(directory, LocalDirectoryStore):
+        return False
+
+    def head() -> bytes:
+        with directory.file_of(key).open("rb") as f:
+            return f.read(len(MAGIC))
+
+    try:
+        return not is_envelope(await trio.to_thread.run_sync(head))
+    except OSError:
+        return False  # the fetch says why, as a store error
 
 
 async def _fetch(store: ObjectStore, key: str, target: Path) -> tuple[int, str]:

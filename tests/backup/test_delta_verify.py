@@ -10,12 +10,14 @@ import json
 import re
 
 from actors.backup.deltas import covered_to
+from actors.backup.encoded_store import encoded
+from actors.backup.envelope import encode
 from actors.backup.point_in_time import plan_chain
 from actors.model import LocalStore, StoreSpec
 from supervisor.etcd import Delete, open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
-from tests.backup.test_deltas import _verified, follower_started, stored_chunks, with_backups
+from tests.backup.test_deltas import _verified, chunk_bytes, follower_started, stored_chunks, with_backups
 from tests.chaos.lifecycle import open_local_supervisor, resource
 from tests.harness.clock import SteppedClock
 from tests.harness.poll import eventually
@@ -99,7 +101,9 @@ async def test_deltas_verify_against_the_source_and_a_corrupted_chunk_restarts_t
                 lambda: verified_past(mark, head), within=60, what="a verified chain on the new base"
             )
             assert f"(revision {new_base})" in again.string  # replayed from the new snapshot
-            plan = await plan_chain(local_store_opener(tmp_path, {})(store), source.ref, head)
+            plan = await plan_chain(
+                encoded(local_store_opener(tmp_path, {})(store), source.ref, None, None), source.ref, head
+            )
             # A recovery now starts from the new snapshot, past the corrupted chunk.
             assert plan.snapshot_revision == new_base > corrupted.last
 
@@ -121,12 +125,13 @@ def _flip_a_value(directory, refs):
     HashKV); its chunk."""
     for ref in sorted(refs, key=lambda r: r.last, reverse=True):
         path = directory / ref.key
-        lines = path.read_bytes().decode().splitlines()
+        lines = chunk_bytes(directory, ref.key).decode().splitlines()
         for i in reversed(range(len(lines))):
             record = json.loads(lines[i])
             if "value" in record:
                 record["value"] = base64.b64encode(b"flipped").decode()
                 lines[i] = json.dumps(record)
-                path.write_text("\n".join(lines) + "\n")
+                # Stored as the follower stores chunks (compressed), so only its content is wrong.
+                path.write_bytes(encode(("\n".join(lines) + "\n").encode(), compress=True, key=None)[0])
                 return ref
     raise AssertionError("no put stored")

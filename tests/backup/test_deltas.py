@@ -12,6 +12,8 @@ import attrs
 import trio
 
 from actors.backup.deltas import covered_to, decode_chunk, deltas_prefix, parse_chunk_key
+from actors.backup.envelope import decode
+from actors.backup.keys import no_keys
 from actors.model import BackupSpec, LocalStore, RestoreSpec, Role, StoreSpec
 from supervisor.etcd import Delete, open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
@@ -43,7 +45,12 @@ def children_for(tmp_path, clock=None):
 def stored_chunks(directory, ref):
     root = directory / deltas_prefix(ref)
     refs = [c for p in sorted(root.glob("*.jsonl")) if (c := parse_chunk_key(str(p.relative_to(directory))))]
-    return refs, [change for r in refs for change in decode_chunk((directory / r.key).read_bytes())]
+    return refs, [change for r in refs for change in decode_chunk(chunk_bytes(directory, r.key))]
+
+
+def chunk_bytes(directory, key):
+    """A chunk as the follower gave it to the store (stored compressed: zstd is the default)."""
+    return decode((directory / key).read_bytes(), no_keys(""), key)
 
 
 async def test_deltas_hold_every_acknowledged_write_through_a_member_kill_and_a_leader_change(tmp_path):

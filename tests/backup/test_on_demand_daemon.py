@@ -1,5 +1,6 @@
 """On-demand backups through the whole local daemon (`etcd-supervisor local FILE`), as a user
-drives it: EtcdBackup documents in the manifest, a real S3 server (moto), real etcd.
+drives it: EtcdBackup documents in the manifest, a real S3 server (moto), real etcd, backups
+compressed and encrypted with the key in a file next to the manifest.
 
 One daemon run proves the path end to end: the backup's status file goes Succeeded and
 verified; a backup of a cluster the file lacks is Failed saying so, disturbing nothing; a new
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import trio
 
+from actors.backup.envelope import is_envelope
+from actors.backup.keys import key_id
 from supervisor.local.daemon import run_local
 from tests.chaos.lifecycle import FAST
 from tests.harness.poll import eventually
@@ -102,8 +106,11 @@ async def test_on_demand_backup_to_s3_then_restore_by_name_through_the_daemon(tm
     (tmp_path / "s3-creds").write_text(
         f"AWS_ACCESS_KEY_ID={s3_server.access_key_id}\nAWS_SECRET_ACCESS_KEY={s3_server.secret_access_key}\n"
     )
+    # Encrypted, with the key in a file next to the manifest (the daemon's own key source).
+    key = os.urandom(32)
+    (tmp_path / "backup-key").write_text(f"key={base64.b64encode(key).decode()}\n")
     store = (
-        "  backup:\n    store:\n      s3: {"
+        "  backup:\n    encryption: {keySecret: backup-key}\n    store:\n      s3: {"
         f"bucket: {bucket}, endpoint: '{s3_server.endpoint}', region: us-east-1, credentialsSecret: s3-creds"
         "}\n"
     )
@@ -132,14 +139,23 @@ async def test_on_demand_backup_to_s3_then_restore_by_name_through_the_daemon(tm
             assert (
                 ghost["phase"] == "Failed" and "no EtcdCluster nope in namespace default" in ghost["message"]
             )
-            objects = s3_server.boto3_client().list_objects_v2(Bucket=bucket)["Contents"]
+            s3 = s3_server.boto3_client()
+            objects = s3.list_objects_v2(Bucket=bucket)["Contents"]
             assert {o["Key"] for o in objects} == {first["key"], first["key"] + ".json"}
+            assert is_envelope(
+                s3.get_object(Bucket=bucket, Key=first["key"], Range="bytes=0-7")["Body"].read()
+            )
+            meta = json.loads(s3.get_object(Bucket=bucket, Key=first["key"] + ".json")["Body"].read())
+            assert meta["encryption"]["keyId"] == key_id(key).hex() and meta["compression"] == "zstd"
             # Read once, at once: the Event is recorded before the phase that ends the backup.
             reasons = [e["reason"] for e in daemon.events("demo")]
             assert "BackupStarted" in reasons and "BackupSucceeded" in reasons, reasons
 
             # Restore by name into a new 3-member cluster; and one from a backup that failed.
-            restored = CLUSTER.format(name="restored", size=3, extra="  restore: {backupName: first}\n")
+            # The restored cluster names the key to decrypt with (its own spec.backup.encryption).
+            restored = CLUSTER.format(
+                name="restored", size=3, extra=store + "  restore: {backupName: first}\n"
+            )
             doomed = CLUSTER.format(name="doomed", size=1, extra="  restore: {backupName: ghost}\n")
             backups = [
                 BACKUP.format(name="first", cluster="demo"),

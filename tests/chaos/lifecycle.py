@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import trio
 
+from actors.backup.ports import BackupKeySource
 from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import Fleet
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, StoreSpec
@@ -68,6 +69,7 @@ async def open_local_supervisor(
     wrap: Callable[[Platform], Platform] | None = None,
     children: Callable[[LocalRuntime], Sequence[ChildFactory]] = lambda runtime: (),
     stores: Callable[[StoreSpec], ObjectStore] | None = None,
+    keys: BackupKeySource | None = None,
     etcd_dir: Path | None = None,
     leave_members_running: bool = False,
 ) -> AsyncIterator[LocalSupervisor]:
@@ -77,6 +79,7 @@ async def open_local_supervisor(
         wrap=wrap,
         children=children,
         stores=stores,
+        keys=keys,
         etcd_dir=etcd_dir,
         leave_members_running=leave_members_running,
     ) as sup:

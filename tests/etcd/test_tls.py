@@ -6,6 +6,7 @@ import datetime as dt
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
@@ -13,9 +14,10 @@ from cryptography import x509
 
 from supervisor import pki
 from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
+from supervisor.etcd.addresses import KNOWN, UNADDRESSED
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.etcd.errors import EtcdConnectionError
-from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.etcd import UNRESOLVABLE_NAME, EtcdBinaries, EtcdCluster, running_cluster
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +132,51 @@ async def test_a_client_presents_its_renewed_certificate_without_being_reopened(
         os.replace(aside, cert)
         await client.put(b"/tls/renewed", b"v")
         assert await client.get(b"/tls/renewed") == b"v"
+
+
+async def test_a_member_name_no_dns_answers_is_dialed_at_the_address_the_runtime_knows(
+    cluster: EtcdCluster, asyncio_loop: None
+) -> None:
+    """supervisor/etcd/addresses.py: a host the book knows is dialed at its address, both by the
+    gRPC channel and the snapshot's own connection, its certificate checked against the name;
+    forgotten, the name is resolved again (and here fails)."""
+    files = cluster.tls
+    assert files is not None
+    port = urlsplit(cluster.endpoints[0]).port
+    named = [f"https://{UNRESOLVABLE_NAME}:{port}"]
+    tls = TlsFiles(ca_file=files.ca, cert_file=files.client_cert, key_file=files.client_key)
+    chunks: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        chunks.append(chunk)
+
+    async with open_etcd_client(named, tls=tls, call_timeout=5) as client:
+        with pytest.raises(EtcdConnectionError):
+            await client.get(b"/tls/named")
+        KNOWN.remember(UNRESOLVABLE_NAME, "127.0.0.1")
+        try:
+            await client.put(b"/tls/named", b"v")
+            assert await client.get(b"/tls/named") == b"v"
+            assert (await client.snapshot(sink, endpoint=named[0])).verified
+        finally:
+            KNOWN.forget(UNRESOLVABLE_NAME)
+        with pytest.raises(EtcdConnectionError):
+            await client.get(b"/tls/named")
+        # A member known to have no address: refused at once, neither dialed nor resolved.
+        KNOWN.remember(UNRESOLVABLE_NAME, UNADDRESSED)
+        try:
+            with pytest.raises(EtcdConnectionError, match="no address yet"):
+                await client.get(b"/tls/named")
+            with pytest.raises(EtcdConnectionError, match="no address yet"):
+                await client.snapshot(sink, endpoint=named[0])
+        finally:
+            KNOWN.forget(UNRESOLVABLE_NAME)
+    # The certificate is still checked against the name: one it does not carry is refused.
+    other = "elsewhere.etcd-supervisor.invalid"
+    KNOWN.remember(other, "127.0.0.1")
+    try:
+        async with open_etcd_client([f"https://{other}:{port}"], tls=tls, call_timeout=5) as misnamed:
+            with pytest.raises(EtcdTlsError):
+                await misnamed.get(b"/tls/named")
+    finally:
+        KNOWN.forget(other)

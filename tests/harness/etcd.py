@@ -163,8 +163,14 @@ class TlsFiles:
         return context
 
 
+# A name the server certificate carries that no resolver answers (.invalid, RFC 2606): what a
+# member's DNS name is before its record exists (supervisor/etcd/addresses.py).
+UNRESOLVABLE_NAME = "member.etcd-supervisor.invalid"
+
+
 def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
-    """A CA, a server certificate for 127.0.0.1/localhost, and a client certificate (CN=client_name)."""
+    """A CA, a server certificate for 127.0.0.1/localhost (and UNRESOLVABLE_NAME), and a client
+    certificate (CN=client_name)."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     lifetime = datetime.timedelta(days=1)
@@ -174,7 +180,7 @@ def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
         "etcd-server",
         now=now,
         lifetime=lifetime,
-        dns=["localhost"],
+        dns=["localhost", UNRESOLVABLE_NAME],
         ips=["127.0.0.1"],
         # Members dial their peers with it too.
         server_auth=True,

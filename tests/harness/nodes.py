@@ -50,6 +50,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -738,6 +739,26 @@ class Nodes:
             patch = '[{"op": "remove", "path": "/spec/claimRef"}]'
             self.kubectl("patch", "pv", pv["metadata"]["name"], "--type=json", "-p", patch)
         return [pv["metadata"]["name"] for pv in released]
+
+    @contextlib.contextmanager
+    def recycling(self, every: float = 3.0) -> Iterator[None]:
+        """Released volumes made Available again every few seconds while the block runs: the
+        operator deletes the claim of every member it replaces, and each node has only
+        ``volumes_per_node`` volumes for all the clusters a tier makes."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(every):
+                with contextlib.suppress(Exception):  # the API server may be busy: next round
+                    self.recycle_local_volumes()
+
+        thread = threading.Thread(target=loop, name="recycle-volumes", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(30)
 
     # --- use ---
 

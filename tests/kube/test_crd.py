@@ -101,6 +101,8 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
             "retention": {"keep": 7, "maxAge": "168h"},
             "verify": True,
             "store": {"s3": {"bucket": "etcd-backups", "prefix": "etcd/", "credentialsSecret": "s3-creds"}},
+            "encryption": {"keySecret": "backup-key"},
+            "compression": "zstd",
         },
         "restore": {"store": {"gcs": {"bucket": "old-backups"}}, "key": "etcd/default/x/b.db"},
         "maintenance": {

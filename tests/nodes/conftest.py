@@ -55,12 +55,14 @@ def etcd_nodes(three_nodes: Nodes) -> Cluster:
 
 
 @pytest.fixture
-def nodes_operator(etcd_nodes: Cluster, nodes_namespace: str) -> Iterator[Path]:
+def nodes_operator(three_nodes: Nodes, etcd_nodes: Cluster, nodes_namespace: str) -> Iterator[Path]:
     """The operator on this host watching the module's namespace, making warm and snapshot pods
-    with its image as in a cluster; yields its log (kept with the nodes' logs)."""
+    with its image as in a cluster; yields its log (kept with the nodes' logs). The volumes of
+    the members it replaces are recycled meanwhile."""
     log = ROOT / "logs" / f"operator-{nodes_namespace}.log"
-    with run_operator(
-        etcd_nodes, nodes_namespace, ROOT / "operator", log, helper_image=images.OPERATOR_IMAGE
+    with (
+        three_nodes.recycling(),
+        run_operator(etcd_nodes, nodes_namespace, ROOT / "operator", log, helper_image=images.OPERATOR_IMAGE),
     ):
         yield log
     lines = log.read_text(errors="replace").splitlines(True)

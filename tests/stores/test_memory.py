@@ -6,26 +6,15 @@ over its RSS before; the figures are printed (pytest -s) and asserted only loose
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from pathlib import Path
 
 from actors.store_port import ObjectStore
+from tests.harness.memory import reset_peak, status_kib
 from tests.stores.data import MiB, chunks, drain, sha256_of
 
 SIZE = 64 * MiB
 # Parts of 8 MiB, two in flight plus the one being filled, and the client's own buffers.
 LIMIT = SIZE // 2
-
-
-def _status_kib(field: str) -> int:
-    found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
-    assert found, field
-    return int(found.group(1))
-
-
-def _reset_peak() -> None:
-    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 
 
 async def test_streamed_put_and_get_hold_far_less_than_the_object(
@@ -34,14 +23,12 @@ async def test_streamed_put_and_get_hold_far_less_than_the_object(
     store = make_store()
     expected = await sha256_of(SIZE, seed=3)
     growth = {}
-    _reset_peak()
-    before = _status_kib("VmRSS")
+    before = reset_peak()
     stored = await store.put_stream("big.db", chunks(SIZE, seed=3))
-    growth["put"] = _status_kib("VmHWM") - before
-    _reset_peak()
-    before = _status_kib("VmRSS")
+    growth["put"] = status_kib("VmHWM") - before
+    before = reset_peak()
     assert await drain(store.get_stream("big.db")) == (SIZE, expected)
-    growth["get"] = _status_kib("VmHWM") - before
+    growth["get"] = status_kib("VmHWM") - before
     assert stored.sha256 == expected
     put, get = growth["put"] // 1024, growth["get"] // 1024
     print(f"{store_kind}: 64 MiB streamed, peak RSS growth put {put} MiB, get {get} MiB")

@@ -7,7 +7,9 @@ from actors.model import (
     ClusterRef,
     ClusterSpec,
     ClusterStatus,
+    Compression,
     Condition,
+    EncryptionSpec,
     ImageFamily,
     MemberStatus,
     Phase,
@@ -76,6 +78,26 @@ def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
             "at least 1s",
         ),
         (
+            {"backup": {"encryption": {}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.encryption.keySecret",
+            "required",
+        ),
+        (
+            {"backup": {"encryption": {"keySecret": "../key"}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.encryption.keySecret",
+            "must name a Secret",
+        ),
+        (
+            {"backup": {"encryption": {"keySecret": "k", "key": "x"}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.encryption.key",
+            "unknown field",
+        ),
+        (
+            {"backup": {"compression": "gzip", "store": {"local": {"path": "b"}}}},
+            "spec.backup.compression",
+            "none or zstd",
+        ),
+        (
             {"restore": {"store": {"local": {"path": "b"}}, "key": "a/b/c.db", "revision": 0}},
             "spec.restore.revision",
             "at least 1",
@@ -86,6 +108,15 @@ def test_each_broken_rule_names_its_field(spec, field, words):
     errors = errors_of(doc(spec))
     assert field in errors
     assert words in errors[field]
+
+
+def test_encryption_and_compression_are_read_with_zstd_the_default():
+    store = {"local": {"path": "b"}}
+    plain = parse_cluster(doc({"backup": {"store": store}})).spec.backup
+    assert plain.compression is Compression.ZSTD and plain.encryption is None
+    spec = doc({"backup": {"store": store, "encryption": {"keySecret": "backup-key"}, "compression": "none"}})
+    backup = parse_cluster(spec).spec.backup
+    assert backup.encryption == EncryptionSpec("backup-key") and backup.compression is Compression.NONE
 
 
 def test_delta_period_and_a_restore_revision_are_read():
