@@ -75,7 +75,8 @@ setup: fake-gcs
 
 # etcd, etcdctl and etcdutl for each version in tests/envtest/etcd-versions.txt, built once into
 # ~/.cache/etcd-supervisor/etcd/<version>/ from the etcd Go modules (cold: ~6 CPU-minutes for the
-# three, 3-10 minutes of wall time on two cores depending on load; then nothing). The local runtime
+# first three, 3-10 minutes of wall time on two cores depending on load; 3.7.3 adds ~85 CPU-seconds,
+# ~1.6 minutes of wall time on two shared cores; then nothing). The local runtime
 # runs each member's spec.version from there (or from --etcd-dir / $$ETCD_SUPERVISOR_ETCD_DIR).
 # etcd-default builds only the default spec.version, which is all `make run` needs.
 DEFAULT_ETCD := $(shell sed -n 's/^DEFAULT_VERSION = "\(.*\)"/\1/p' actors/model.py)

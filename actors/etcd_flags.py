@@ -1,6 +1,11 @@
 """etcd's command-line flags by minor version, from `etcd --help` of the releases in use (3.4.25,
-3.5.35, 3.6.16; tests/etcd/test_etcd_flags.py checks them against the binaries). Data only:
-spec.etcdOptions is validated against the minor the member runs (actors/codec/spec.py)."""
+3.5.35, 3.6.16, 3.7.3; tests/etcd/test_etcd_flags.py checks them against the binaries). Data only:
+spec.etcdOptions is validated against the minor the member runs (actors/codec/spec.py).
+
+`feature-gates` (etcd 3.6 on) is a comma-separated list of Name=true|false: each name a gate of
+the member's minor (FEATURE_GATES) that the supervisor does not set itself (OWNED_GATES); the
+supervisor's own gates go into the same flag (supervisor/etcd/member_settings.py).
+"""
 
 from __future__ import annotations
 
@@ -389,7 +394,6 @@ OWNED: dict[str, str] = {
             "experimental-peer-skip-client-san-verification",
             "strict-reconfig-check",
             "experimental-stop-grpc-service-on-defrag",
-            "feature-gates",
         )
     },
     "logger": "the supervisor reads etcd's log from stderr",
@@ -398,3 +402,74 @@ OWNED: dict[str, str] = {
     "auto-compaction-mode": "set it with spec.maintenance.autoCompaction",
     "auto-compaction-retention": "set it with spec.maintenance.autoCompaction",
 }
+
+# etcd's feature gates by minor version (the `--feature-gates` part of `etcd --help`; 3.4 and 3.5
+# have none), checked against the binaries like FLAGS.
+FEATURE_GATES: dict[str, frozenset[str]] = {
+    "3.6": frozenset(
+        {
+            "AllAlpha",
+            "AllBeta",
+            "CompactHashCheck",
+            "InitialCorruptCheck",
+            "LeaseCheckpoint",
+            "LeaseCheckpointPersist",
+            "SetMemberLocalAddr",
+            "StopGRPCServiceOnDefrag",
+            "TxnModeWriteWithSharedBuffer",
+        }
+    ),
+    "3.7": frozenset(
+        {
+            "AllAlpha",
+            "AllBeta",
+            "CompactHashCheck",
+            "FastLeaseKeepAlive",
+            "InitialCorruptCheck",
+            "LeaseCheckpoint",
+            "LeaseCheckpointPersist",
+            "PriorityRequest",
+            "SetMemberLocalAddr",
+            "StopGRPCServiceOnDefrag",
+            "TxnModeWriteWithSharedBuffer",
+        }
+    ),
+}
+
+# Gates the supervisor sets itself (supervisor/etcd/member_settings.py).
+OWNED_GATES: dict[str, str] = {
+    "StopGRPCServiceOnDefrag": "set by the supervisor (a member says NOT_SERVING while it defragments)",
+}
+
+# The experimental flags etcd 3.6 deprecated and 3.7 removed, and what replaced each: a flag, or a
+# feature gate (3.6 knows both names; its `etcd --help` says so). A spec that still sets one on
+# 3.7 is refused, naming the replacement.
+REPLACED: dict[str, str] = {
+    "experimental-bootstrap-defrag-threshold-megabytes": "bootstrap-defrag-threshold-megabytes",
+    "experimental-compact-hash-check-enabled": "feature-gates: CompactHashCheck=true",
+    "experimental-compact-hash-check-time": "compact-hash-check-time",
+    "experimental-compaction-batch-limit": "compaction-batch-limit",
+    "experimental-compaction-sleep-interval": "compaction-sleep-interval",
+    "experimental-corrupt-check-time": "corrupt-check-time",
+    "experimental-distributed-tracing-address": "distributed-tracing-address",
+    "experimental-distributed-tracing-instance-id": "distributed-tracing-instance-id",
+    "experimental-distributed-tracing-sampling-rate": "distributed-tracing-sampling-rate",
+    "experimental-distributed-tracing-service-name": "distributed-tracing-service-name",
+    "experimental-downgrade-check-time": "downgrade-check-time",
+    "experimental-enable-distributed-tracing": "enable-distributed-tracing",
+    "experimental-enable-lease-checkpoint": "feature-gates: LeaseCheckpoint=true",
+    "experimental-enable-lease-checkpoint-persist": "feature-gates: LeaseCheckpointPersist=true",
+    "experimental-initial-corrupt-check": "feature-gates: InitialCorruptCheck=true",
+    "experimental-memory-mlock": "memory-mlock",
+    "experimental-peer-skip-client-san-verification": "peer-skip-client-san-verification",
+    "experimental-snapshot-catchup-entries": "snapshot-catchup-entries",
+    "experimental-stop-grpc-service-on-defrag": "feature-gates: StopGRPCServiceOnDefrag=true",
+    "experimental-txn-mode-write-with-shared-buffer": "feature-gates: TxnModeWriteWithSharedBuffer=true",
+    "experimental-warning-apply-duration": "warning-apply-duration",
+    "experimental-warning-unary-request-duration": "warning-unary-request-duration",
+    "experimental-watch-progress-notify-interval": "watch-progress-notify-interval",
+}
+
+# 3.7 is 3.6 without the experimental flags it replaced, and one flag more: the plain name of
+# the watch progress interval, which 3.6 named as the replacement without taking it.
+FLAGS["3.7"] = (FLAGS["3.6"] - REPLACED.keys()) | {"watch-progress-notify-interval"}

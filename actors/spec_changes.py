@@ -50,8 +50,8 @@ def refused_version_change(current: str, wanted: str) -> str:
 
     A patch release either way, or the next minor, rolls the members one at a time; etcd
     supports a cluster of two adjacent minors only while it upgrades, so a minor may not be
-    skipped. Going back a minor needs etcd's downgrade API, which etcd 3.6 has: 3.6 -> 3.5 is
-    the one downgrade; before it, etcd refuses to start on data written by a newer minor.
+    skipped. Going back one minor needs etcd's downgrade API, which etcd has from 3.6 on
+    (3.6 -> 3.5, 3.7 -> 3.6); before it, etcd refuses to start on data written by a newer minor.
     """
     (major, minor), (to_major, to_minor) = _minor(current), _minor(wanted)
     if to_major != major:
@@ -63,6 +63,6 @@ def refused_version_change(current: str, wanted: str) -> str:
         )
     if to_minor < minor - 1 or (to_minor == minor - 1 and (major, minor) < (3, 6)):
         why = "etcd refuses to start on data written by a newer minor"
-        why += "; 3.6 -> 3.5 is the one supported downgrade"
+        why += "; etcd's downgrade API goes back one minor at a time, from 3.6 on (3.7 -> 3.6, 3.6 -> 3.5)"
         return f"cannot go back from {current} to {wanted}: {why}"
     return ""

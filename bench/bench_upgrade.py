@@ -1,4 +1,5 @@
-"""Rolling upgrade timings on the local runtime, with real etcd processes (3.5 -> 3.6).
+"""Rolling upgrade timings on the local runtime, with real etcd processes: 3.6 -> 3.7, the
+upgrade a cluster on the default version faces (BENCH_UPGRADE=3.5:3.6 for another pair of minors).
 
 Per run, in one supervisor (the daemon's own timings), prints medians over the runs and writes
 bench/results/upgrade.json:
@@ -37,7 +38,7 @@ from tests.harness.etcd_versions import built_or_skip, pinned
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
 WRITERS = 4
 DAEMON_TIMING = Timing()  # what `etcd-supervisor local` uses
-OLD, NEW = pinned("3.5"), pinned("3.6")
+OLD, NEW = (pinned(minor) for minor in os.environ.get("BENCH_UPGRADE", "3.6:3.7").split(":"))
 
 
 def cluster(name: str, size: int, version: str) -> ClusterResource:

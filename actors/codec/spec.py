@@ -10,7 +10,7 @@ from typing import Any
 from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
 from actors.codec.pod_template import parse_pod_template
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
-from actors.etcd_flags import FLAGS, OWNED
+from actors.etcd_flags import FEATURE_GATES, FLAGS, OWNED, OWNED_GATES, REPLACED
 from actors.model import (
     DEFAULT_CA_VALIDITY,
     DEFAULT_CERT_VALIDITY,
@@ -154,12 +154,41 @@ def _etcd_options(spec: Mapping[str, Any], version: str, r: Reader) -> dict[str,
         if name in OWNED:
             r.fail(where, f"cannot be set here: {OWNED[name]}")
         elif known is not None and name not in known:
-            r.fail(where, f"is not a flag of etcd {minor} (names are written without the leading --)")
+            replaced = f": etcd {minor} removed it, use {REPLACED[name]}" if name in REPLACED else ""
+            r.fail(
+                where, f"is not a flag of etcd {minor}{replaced} (names are written without the leading --)"
+            )
         elif not isinstance(value, str):
             r.fail(where, f"must be a string (got {value!r}): quote numbers and booleans")
+        elif name == "feature-gates":
+            if _feature_gates(value, minor, where, r):
+                out[name] = value
         else:
             out[name] = value
     return out
+
+
+def _feature_gates(value: str, minor: str, where: str, r: Reader) -> bool:
+    """`Name=true|false,...`: gates of etcd `minor` (any name on a minor we have no list of) that
+    the supervisor does not set itself. The supervisor adds its own to the same flag."""
+    known = FEATURE_GATES.get(minor)
+    ok = True
+    seen: set[str] = set()
+    for item in value.split(","):
+        gate, sep, setting = (part.strip() for part in item.partition("="))
+        if not sep or not gate or setting not in ("true", "false"):
+            r.fail(where, f"{item.strip()!r} is not Name=true or Name=false (gates are separated by commas)")
+        elif gate in OWNED_GATES:
+            r.fail(where, f"{gate} cannot be set here: {OWNED_GATES[gate]}")
+        elif known is not None and gate not in known:
+            r.fail(where, f"{gate} is not a feature gate of etcd {minor} (it has {', '.join(sorted(known))})")
+        elif gate in seen:
+            r.fail(where, f"{gate} is given twice")
+        else:
+            seen.add(gate)
+            continue
+        ok = False
+    return ok
 
 
 def _tls(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:

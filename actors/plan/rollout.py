@@ -11,8 +11,9 @@ would move leadership again, and again). A member that does not come
 up with the new configuration therefore stops the rollout where it is (assess says why under
 the Upgrading condition); the members not yet restarted keep running what they ran.
 
-Going back a minor (3.6 -> 3.5, the one downgrade etcd supports) first asks etcd to lower the
-cluster version (its downgrade API: validate, then enable); the members then go back one at a
+Going back one minor (3.7 -> 3.6, 3.6 -> 3.5: etcd's downgrade API exists from 3.6 on) first
+asks etcd to lower the cluster version (its downgrade API: validate, then enable); the members
+then go back one at a
 time in the same order, and etcd ends the downgrade once all of them run the older minor.
 
 Runs after the size planner: growth or shrinkage in flight finishes first.
@@ -74,7 +75,8 @@ def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMemb
 
 
 def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade | Wait | None:
-    """Going back a minor (3.6 -> 3.5): etcd must first lower the cluster version (its downgrade
+    """Going back a minor (3.7 -> 3.6, 3.6 -> 3.5): etcd must first lower the cluster version (its
+    downgrade
     API), or members of the older minor refuse the data. Not needed once any member runs the
     target minor: the cluster version is that minor already (an upgrade undone half-way, or a
     downgrade under way)."""

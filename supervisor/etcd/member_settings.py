@@ -37,7 +37,8 @@ def maintenance_settings(maintenance: MaintenanceSpec) -> tuple[tuple[str, str],
 def defrag_settings(version: str) -> tuple[tuple[str, str], ...]:
     """A member that defragments says NOT_SERVING on gRPC health meanwhile (it holds every request
     until the end), so clients that follow health go to another member: etcd's
-    --experimental-stop-grpc-service-on-defrag from 3.5.13, a feature gate from 3.6."""
+    --experimental-stop-grpc-service-on-defrag from 3.5.13, a feature gate from 3.6 (3.7 knows
+    only the gate)."""
     found = re.match(r"^(\d+)\.(\d+)\.(\d+)", version)
     release = tuple(int(part) for part in found.groups()) if found else (0, 0, 0)
     if release >= (3, 6, 0):
@@ -50,10 +51,25 @@ def defrag_settings(version: str) -> tuple[tuple[str, str], ...]:
 def member_settings(spec: ClusterSpec) -> tuple[tuple[str, str], ...]:
     """The etcd settings of a member of `spec` that both runtimes pass the same way."""
     supervised = (
-        SUPERVISED_MEMBER_SETTINGS + defrag_settings(spec.version) + maintenance_settings(spec.maintenance)
+        SUPERVISED_MEMBER_SETTINGS
+        + _with_users_gates(defrag_settings(spec.version), spec.etcd_options.get("feature-gates", ""))
+        + maintenance_settings(spec.maintenance)
     )
     # The user's spec.etcdOptions last, sorted: none of them is one of ours (the codec refuses those).
-    return supervised + tuple(sorted(spec.etcd_options.items()))
+    users = sorted((flag, value) for flag, value in spec.etcd_options.items() if flag != "feature-gates")
+    return supervised + tuple(users)
+
+
+def _with_users_gates(settings: tuple[tuple[str, str], ...], gates: str) -> tuple[tuple[str, str], ...]:
+    """etcd reads one --feature-gates: the user's gates (etcdOptions, none of them ours: the codec
+    refuses those) go after the supervisor's in the same flag. Without them nothing changes, so
+    a spec without gates keeps the fingerprint its members were started with."""
+    users = ",".join(item.replace(" ", "") for item in gates.split(",") if item.strip())
+    if not users:
+        return settings
+    ours = [value for flag, value in settings if flag == "feature-gates"]
+    rest = tuple((flag, value) for flag, value in settings if flag != "feature-gates")
+    return (*rest, ("feature-gates", ",".join([*ours, users])))
 
 
 def config_fingerprint(spec: ClusterSpec, *runtime_parts: str) -> str:

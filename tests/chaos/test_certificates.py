@@ -72,7 +72,7 @@ def p99(latencies: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else float("nan")
 
 
-@pytest.mark.parametrize("minor", ["3.5", "3.6"])
+@pytest.mark.parametrize("minor", ["3.5", "3.6", "3.7"])
 async def test_leaves_are_renewed_again_and_again_under_load_without_a_restart_or_a_failed_request(
     tmp_path, minor
 ):

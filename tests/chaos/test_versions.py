@@ -51,6 +51,53 @@ def condition(status: ClusterStatus, kind: str):
     return next((c for c in status.conditions if c.type == kind), None)
 
 
+async def assert_linearizable(workload: KvWorkload, tmp_path: Path) -> None:
+    verdict = await workload.check(tmp_path / "history")
+    print(f"linearizability: {verdict.operations} operations checked")
+    assert verdict.ok, verdict.report
+    assert workload.history.count(kind="put", outcome="ok") > 0
+
+
+async def upgrade_under_workload(sup, workload: KvWorkload, version: str, generation: int) -> None:
+    """Roll the cluster to `version` (a patch or the next minor) while `workload` runs: the old
+    cluster version holds while members differ, each member rolls once, the leader last."""
+    before = sup.recorder.statuses[REF]
+    leader = next(m.name for m in before.members if m.role.value == "leader")
+    start, published = len(sup.recorder.events), len(sup.recorder.history)
+    await sup.fleet.apply([demo(version, generation)])
+    await sup.wait_for(REF, settled_on(version), timeout=120)
+    mixed = [
+        s
+        for ref, s in sup.recorder.history[published:]
+        if ref == REF and len({m.version for m in s.members if m.version}) > 1
+    ]
+    assert mixed and {s.version for s in mixed} == {before.version}, {s.version for s in mixed}
+    steps = rolled_since(sup.recorder.events, start)
+    # Each member once; the leader last, after leadership moved to a restarted member.
+    rolled = [name for reason, name in steps if reason == "MemberRolled"]
+    assert sorted(rolled) == ["demo-0", "demo-1", "demo-2"] and rolled[-1] == leader, steps
+    assert steps[-2][0] == "LeaderMoved" and steps[-2][1] in rolled[:-1], steps
+    # Leadership moves once; a second time only if an election put it on a member
+    # not yet restarted (each step is decided on answers asked after the last one).
+    assert [reason for reason, _ in steps].count("LeaderMoved") <= 2, steps
+    await workload.wait_for_more(50)
+
+
+async def downgrade_under_workload(sup, workload: KvWorkload, version: str, generation: int) -> None:
+    """One minor back through etcd's downgrade API while `workload` runs: enabled once, then the
+    members go back one at a time, and the cluster version settles on the older minor."""
+    start = len(sup.recorder.events)
+    await sup.fleet.apply([demo(version, generation)])
+    minor = version.rsplit(".", 1)[0] + ".0"
+    await sup.wait_for(REF, lambda s: on(version)(s) and s.version == minor, timeout=120)
+    reasons = [reason for _, reason, _ in sup.recorder.events[start:]]
+    assert reasons.count("DowngradeEnabled") == 1, reasons
+    assert reasons.index("DowngradeEnabled") < reasons.index("MemberRolled")
+    assert reasons.count("MemberRolled") == 3, reasons
+    assert reasons.count("LeaderMoved") <= 2, reasons
+    await workload.wait_for_more(50)
+
+
 async def test_upgrades_3_4_to_3_6_a_refused_skip_a_failed_rollout_and_the_downgrade_to_3_5(tmp_path):
     v34, v35, v36 = pinned("3.4"), pinned("3.5"), pinned("3.6")
     etcd_dir = etcd_dir_with(tmp_path, [v34, v35, v36])
@@ -80,26 +127,7 @@ async def test_upgrades_3_4_to_3_6_a_refused_skip_a_failed_rollout_and_the_downg
             nursery.start_soon(follow_members, sup, REF, workload)
             await workload.wait_for_more(50)
             for generation, version in ((4, v35), (5, v36)):
-                before = sup.recorder.statuses[REF]
-                leader = next(m.name for m in before.members if m.role.value == "leader")
-                start, published = len(sup.recorder.events), len(sup.recorder.history)
-                await sup.fleet.apply([demo(version, generation)])
-                await sup.wait_for(REF, settled_on(version), timeout=120)
-                mixed = [
-                    s
-                    for ref, s in sup.recorder.history[published:]
-                    if ref == REF and len({m.version for m in s.members if m.version}) > 1
-                ]
-                assert mixed and {s.version for s in mixed} == {before.version}, {s.version for s in mixed}
-                steps = rolled_since(sup.recorder.events, start)
-                # Each member once; the leader last, after leadership moved to a restarted member.
-                rolled = [name for reason, name in steps if reason == "MemberRolled"]
-                assert sorted(rolled) == ["demo-0", "demo-1", "demo-2"] and rolled[-1] == leader, steps
-                assert steps[-2][0] == "LeaderMoved" and steps[-2][1] in rolled[:-1], steps
-                # Leadership moves once; a second time only if an election put it on a member
-                # not yet restarted (each step is decided on answers asked after the last one).
-                assert [reason for reason, _ in steps].count("LeaderMoved") <= 2, steps
-                await workload.wait_for_more(50)
+                await upgrade_under_workload(sup, workload, version, generation)
 
             # A version whose etcd does not start: the first member tried stops the rollout,
             # the others keep running 3.6, and the cluster keeps serving.
@@ -123,17 +151,31 @@ async def test_upgrades_3_4_to_3_6_a_refused_skip_a_failed_rollout_and_the_downg
 
             # 3.6 -> 3.5 through etcd's downgrade API: enabled once, then the members go back
             # one at a time, and the cluster version settles on 3.5.
-            start = len(sup.recorder.events)
-            await sup.fleet.apply([demo(v35, 8)])
-            status = await sup.wait_for(REF, lambda s: on(v35)(s) and s.version == "3.5.0", timeout=120)
-            reasons = [reason for _, reason, _ in sup.recorder.events[start:]]
-            assert reasons.count("DowngradeEnabled") == 1
-            assert reasons.index("DowngradeEnabled") < reasons.index("MemberRolled")
-            assert reasons.count("MemberRolled") == 3
-            assert reasons.count("LeaderMoved") <= 2, reasons
-            await workload.wait_for_more(50)
+            await downgrade_under_workload(sup, workload, v35, 8)
             nursery.cancel_scope.cancel()
-        verdict = await workload.check(tmp_path / "history")
-        print(f"linearizability: {verdict.operations} operations checked")
-        assert verdict.ok, verdict.report
-        assert workload.history.count(kind="put", outcome="ok") > 0
+        await assert_linearizable(workload, tmp_path)
+
+
+async def test_3_6_to_3_7_and_back_to_3_6_under_a_checked_workload(tmp_path):
+    v35, v36, v37 = pinned("3.5"), pinned("3.6"), pinned("3.7")
+    etcd_dir = etcd_dir_with(tmp_path, [v36, v37])
+    async with open_local_supervisor(tmp_path / "state", etcd_dir=etcd_dir) as sup:
+        await sup.fleet.apply([demo(v36, 1)])
+        status = await sup.wait_for(REF, settled_on(v36), timeout=60)
+        workload = KvWorkload(endpoints=[m.client_url for m in status.members], max_operations=100_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            nursery.start_soon(follow_members, sup, REF, workload)
+            await workload.wait_for_more(50)
+            await upgrade_under_workload(sup, workload, v37, 2)
+
+            # Two minors back is refused: 3.6 is the one downgrade 3.7 has.
+            await sup.fleet.apply([demo(v35, 3)])
+            refused = await sup.wait_for(REF, lambda s: "cannot go back" in s.message, timeout=10)
+            assert condition(refused, "Degraded").reason == "InvalidSpec"
+            assert all(m.version == v37 for m in refused.members)
+
+            # 3.7 -> 3.6 through etcd's downgrade API, as 3.6 -> 3.5.
+            await downgrade_under_workload(sup, workload, v36, 4)
+            nursery.cancel_scope.cancel()
+        await assert_linearizable(workload, tmp_path)

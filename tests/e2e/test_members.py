@@ -226,11 +226,12 @@ def test_deleted_member_pod_comes_back_on_its_own_volume(
     assert got.stdout.strip() == "yes"
 
 
-@pytest.mark.parametrize("minor", ["3.4", "3.6"])
+@pytest.mark.parametrize("minor", ["3.4", "3.7"])
 def test_operator_forms_a_tls_cluster_on_other_etcd_versions(
     e2e_cluster: Cluster, e2e_namespace: str, operator: Path, minor: str
 ) -> None:
-    """Each minor's own flag for the peer-SAN setting (3.6 renamed it), on real pods."""
+    """Each minor's own flag for the peer-SAN setting (3.6 renamed it, 3.7 knows only the new
+    name), on real pods; the default version (3.6) forms every other cluster here."""
     if e2e_cluster.node is None:  # an external cluster (E2E_KUBECONFIG): no component is missing
         pytest.skip("other etcd versions are imported on the built-in node only")
     # `make setup` builds them (`make etcd-versions`); without one a skip, or a failure under CI.
@@ -344,15 +345,17 @@ IMAGE_LINE = (
 )
 
 
+@pytest.mark.parametrize(("old_minor", "new_minor"), [("3.5", "3.6"), ("3.6", "3.7")])
 def test_a_new_version_replaces_member_pods_one_at_a_time_followers_first(
-    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path, old_minor: str, new_minor: str
 ) -> None:
-    """spec.version 3.5 -> 3.6: each member's pod is recreated on its claim with the new image,
-    the next only once the previous one runs, the leader last (after leadership moved)."""
+    """spec.version to the next minor: each member's pod is recreated on its claim with the new
+    image, the next only once the previous one runs, the leader last (after leadership moved).
+    3.7 -> 3.6 then goes back through etcd's downgrade API."""
     if e2e_cluster.node is None:  # an external cluster (E2E_KUBECONFIG): no component is missing
         pytest.skip("other etcd versions are imported on the built-in node only")
     versions = []
-    for minor in ("3.5", "3.6"):
+    for minor in (old_minor, new_minor):
         version = etcd_versions.pinned(minor)
         if version != e2e_cluster.etcd_version:  # the default image is imported already
             found = etcd_versions.find_built(version)
@@ -424,3 +427,26 @@ def test_a_new_version_replaces_member_pods_one_at_a_time_followers_first(
     assert any(r == "LeaderMoved" for r, _ in reasons), reasons
     # Once; twice only if an election put leadership on a member not yet restarted.
     assert [r for r, _ in reasons].count("LeaderMoved") <= 2, reasons
+    if new_minor != "3.7":
+        return
+    # And back: etcd's downgrade API lowers the cluster version, then each pod goes back.
+    e2e_cluster.kubectl(
+        "patch", *ns, "etcdcluster/up", "--type=merge", "-p", json.dumps({"spec": {"version": old}})
+    )
+    old_minor_version = old.rsplit(".", 1)[0] + ".0"
+
+    def downgraded() -> bool:
+        s = status()
+        members = s.get("members") or []
+        return (
+            s.get("phase") == "Running"
+            and len(members) == 3
+            and all(x.get("version") == old and x.get("healthy") for x in members)
+            and s.get("version") == old_minor_version
+        )
+
+    start = time.monotonic()
+    wait_for(f"every member back on {old}, cluster version {old_minor_version}", downgraded, 300, poll=0.5)
+    print(f"\ndowngrade {new} -> {old} on real pods: {time.monotonic() - start:.2f}s")
+    events = e2e_cluster.get_json("events", namespace=e2e_namespace)["items"]
+    assert [e["reason"] for e in events].count("DowngradeEnabled") == 1

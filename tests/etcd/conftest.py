@@ -1,4 +1,4 @@
-"""Fixtures for the real-etcd tier: each module runs once per etcd version (3.5, and 3.4 if present)."""
+"""Fixtures for the real-etcd tier: each module runs once per etcd version (3.5, 3.7, and 3.4 if present)."""
 
 from __future__ import annotations
 

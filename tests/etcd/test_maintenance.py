@@ -68,7 +68,7 @@ async def test_nospace_alarm_is_typed_and_can_be_cleared(
             assert await client.get(b"/after-disarm") == b"ok"
 
 
-@pytest.mark.parametrize("minor", ["3.5", "3.6"])
+@pytest.mark.parametrize("minor", ["3.5", "3.6", "3.7"])
 async def test_a_member_says_not_serving_on_grpc_health_while_it_defragments(
     minor: str, tmp_path: Path, asyncio_loop: None
 ) -> None:

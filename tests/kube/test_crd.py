@@ -54,7 +54,7 @@ def get(server: KubeAPIServer, ns: str, name: str) -> dict[str, Any]:
 
 EXPECTED_DEFAULT_SPEC = {
     "size": 3,
-    "version": "3.5.35",
+    "version": "3.6.16",
     "repository": "quay.io/coreos/etcd",
     "storage": {"size": "10Gi", "reclaimPolicy": "Retain"},
     "security": {"tls": {"enabled": True, "certificates": {"validity": "2160h", "caValidity": "87600h"}}},

@@ -240,7 +240,7 @@ async def test_image_families_get_their_own_configuration(
             pods[name] = (await admin.get(m.core_path(ns, "pods", f"{name}-0")))["spec"]["containers"][0]
 
         bitnami = pods["bit"]
-        assert bitnami["image"] == "bitnami/etcd:3.5.35"
+        assert bitnami["image"] == "bitnami/etcd:3.6.16"
         env = {e["name"]: e.get("value", "") for e in bitnami["env"]}
         required = {
             "ETCD_ON_K8S": "yes",
@@ -255,7 +255,7 @@ async def test_image_families_get_their_own_configuration(
         assert bitnami["readinessProbe"]["tcpSocket"]["port"] == 2379
 
         official = pods["off"]
-        assert official["image"] == "quay.io/coreos/etcd:v3.5.35"
+        assert official["image"] == "quay.io/coreos/etcd:v3.6.16"
         assert "env" not in official
         assert "tcpSocket" not in official["readinessProbe"]
         assert "--name=off-0" in official["args"]

@@ -41,7 +41,7 @@ def test_empty_spec_gets_the_documented_defaults():
     assert resource.spec.tls_enabled is True
     assert resource.spec.debug_sidecar is False
     assert resource.spec.storage.reclaim_policy is ReclaimPolicy.RETAIN
-    assert resource.spec.image == "quay.io/coreos/etcd:v3.5.35"
+    assert resource.spec.image == "quay.io/coreos/etcd:v3.6.16"
 
 
 def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
@@ -326,3 +326,65 @@ def test_etcd_options_take_known_flags_as_strings_and_refuse_ours_by_name() -> N
         parse_cluster(spec({"enable-v2": "false"}, "3.6.16"))
     with pytest.raises(InvalidCluster, match=r"spec.etcdOptions.heartbeat-interval: must be a string"):
         parse_cluster(spec({"heartbeat-interval": 200}))
+
+
+def _options(options: object, version: str) -> dict[str, object]:
+    return {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdCluster",
+        "metadata": {"name": "demo"},
+        "spec": {"version": version, "etcdOptions": options},
+    }
+
+
+def test_an_experimental_flag_3_7_removed_is_refused_naming_its_replacement() -> None:
+    renamed = {"experimental-compact-hash-check-time": "2m"}
+    assert parse_cluster(_options(renamed, "3.6.16")).spec.etcd_options == renamed
+    with pytest.raises(
+        InvalidCluster,
+        match=r"spec.etcdOptions.experimental-compact-hash-check-time: is not a flag of etcd 3.7: etcd 3.7"
+        r" removed it, use compact-hash-check-time",
+    ):
+        parse_cluster(_options(renamed, "3.7.3"))
+    with pytest.raises(InvalidCluster, match=r"removed it, use feature-gates: CompactHashCheck=true"):
+        parse_cluster(_options({"experimental-compact-hash-check-enabled": "true"}, "3.7.3"))
+    assert (
+        "compact-hash-check-time"
+        in parse_cluster(_options({"compact-hash-check-time": "2m"}, "3.7.3")).spec.etcd_options
+    )
+
+
+def test_feature_gates_of_the_members_minor_join_the_supervisors_own() -> None:
+    from supervisor.etcd.member_settings import config_fingerprint, member_settings
+
+    gates = {"feature-gates": "CompactHashCheck=true, InitialCorruptCheck=true"}
+    for version in ("3.6.16", "3.7.3"):
+        spec = parse_cluster(_options(gates, version)).spec
+        settings = member_settings(spec)
+        assert [flag for flag, _ in settings].count("feature-gates") == 1
+        assert dict(settings)["feature-gates"] == (
+            "StopGRPCServiceOnDefrag=true,CompactHashCheck=true,InitialCorruptCheck=true"
+        )
+        assert config_fingerprint(spec) != config_fingerprint(parse_cluster(_options({}, version)).spec)
+    assert (
+        dict(
+            member_settings(parse_cluster(_options({"feature-gates": "PriorityRequest=true"}, "3.7.3")).spec)
+        )["feature-gates"]
+        == "StopGRPCServiceOnDefrag=true,PriorityRequest=true"
+    )
+
+    def refused(value: str, version: str = "3.7.3") -> str:
+        with pytest.raises(InvalidCluster) as raised:
+            parse_cluster(_options({"feature-gates": value}, version))
+        return str(raised.value)
+
+    assert "spec.etcdOptions.feature-gates: is not a flag of etcd 3.5" in refused(
+        "CompactHashCheck=true", "3.5.35"
+    )
+    assert "PriorityRequest is not a feature gate of etcd 3.6" in refused("PriorityRequest=true", "3.6.16")
+    assert "StopGRPCServiceOnDefrag cannot be set here: set by the supervisor" in refused(
+        "StopGRPCServiceOnDefrag=false"
+    )
+    assert "'CompactHashCheck' is not Name=true or Name=false" in refused("CompactHashCheck")
+    assert "'CompactHashCheck=yes' is not Name=true or Name=false" in refused("CompactHashCheck=yes")
+    assert "CompactHashCheck is given twice" in refused("CompactHashCheck=true,CompactHashCheck=false")

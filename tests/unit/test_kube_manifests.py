@@ -156,7 +156,7 @@ def test_official_pod_uses_flags_and_its_own_dns_name() -> None:
     assert pod_spec["hostname"] == "main-0"
     assert pod_spec["subdomain"] == "main-peer"
     (etcd,) = pod_spec["containers"]
-    assert etcd["image"] == "quay.io/coreos/etcd:v3.5.35"
+    assert etcd["image"] == "quay.io/coreos/etcd:v3.6.16"
     assert "env" not in etcd
     args = etcd["args"]
     assert "--name=main-0" in args
@@ -197,7 +197,7 @@ def test_bitnami_pod_gets_exactly_the_required_environment_and_a_tcp_probe() -> 
     spec = ClusterSpec(repository="docker.io/bitnami/etcd", tls_enabled=False)
     pod = m.member_pod(OWNER, launch(spec))
     (etcd,) = pod["spec"]["containers"]
-    assert etcd["image"] == "docker.io/bitnami/etcd:3.5.35"
+    assert etcd["image"] == "docker.io/bitnami/etcd:3.6.16"
     assert "args" not in etcd and "command" not in etcd  # bitnami's own entrypoint
     env = env_of(pod)
     assert env["ETCD_ON_K8S"] == "yes"

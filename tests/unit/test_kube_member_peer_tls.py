@@ -28,6 +28,7 @@ def test_peers_are_not_checked_against_their_pod_ip_with_tls() -> None:
     assert "--experimental-peer-skip-client-san-verification=true" in args
     assert "--peer-client-cert-auth=true" in args and "--peer-trusted-ca-file=/etc/etcd/tls/ca.crt" in args
     assert "--peer-skip-client-san-verification=true" in etcd_container(ClusterSpec(version="3.6.5"))["args"]
+    assert "--peer-skip-client-san-verification=true" in etcd_container(ClusterSpec(version="3.7.3"))["args"]
     assert (
         "--experimental-peer-skip-client-san-verification=true"
         in etcd_container(ClusterSpec(version="3.4.37"))["args"]
@@ -39,8 +40,14 @@ def test_no_peer_tls_flags_without_tls() -> None:
 
 
 def test_bitnami_gets_the_same_setting_as_an_environment_variable() -> None:
-    env = {e["name"]: e["value"] for e in etcd_container(ClusterSpec(repository="bitnami/etcd"))["env"]}
-    assert env["ETCD_EXPERIMENTAL_PEER_SKIP_CLIENT_SAN_VERIFICATION"] == "true"
+    def env(version: str) -> dict[str, str]:
+        spec = ClusterSpec(repository="bitnami/etcd", version=version)
+        return {e["name"]: e["value"] for e in etcd_container(spec)["env"]}
+
+    assert env("3.5.35")["ETCD_EXPERIMENTAL_PEER_SKIP_CLIENT_SAN_VERIFICATION"] == "true"
+    # 3.7 knows only the name 3.6 gave it.
+    assert env("3.7.3")["ETCD_PEER_SKIP_CLIENT_SAN_VERIFICATION"] == "true"
+    assert "ETCD_EXPERIMENTAL_PEER_SKIP_CLIENT_SAN_VERIFICATION" not in env("3.7.3")
 
 
 def test_readiness_is_probed_from_the_start_every_second() -> None:

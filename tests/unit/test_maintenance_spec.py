@@ -124,6 +124,8 @@ def test_members_stop_serving_grpc_health_while_they_defragment_where_etcd_can()
         return dict(member_settings(ClusterSpec(version=version)))
 
     assert flags("3.6.16")["feature-gates"] == "StopGRPCServiceOnDefrag=true"
+    assert flags("3.7.3")["feature-gates"] == "StopGRPCServiceOnDefrag=true"
+    assert "experimental-stop-grpc-service-on-defrag" not in flags("3.7.3")  # 3.7 removed it
     assert flags("3.5.35")["experimental-stop-grpc-service-on-defrag"] == "true"
     assert flags("3.5.13")["experimental-stop-grpc-service-on-defrag"] == "true"
     for older in ("3.5.12", "3.5.9", "3.4.25"):

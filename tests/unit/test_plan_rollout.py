@@ -2,6 +2,7 @@
 and never while a member is unhealthy, lagging or membership is changing."""
 
 import attrs
+import pytest
 
 from actors.actions import AddLearner, EnableDowngrade, MoveLeader, RollMember, StartMember, Wait
 from actors.assess import assess, upgrading_condition
@@ -87,25 +88,28 @@ def test_a_one_member_cluster_restarts_its_only_member():
     assert isinstance(step, RollMember) and step.name == "demo-0"
 
 
-def test_going_back_a_minor_enables_etcds_downgrade_first_then_rolls_members_back():
-    spec = attrs.evolve(SPEC, version="3.5.35")
+@pytest.mark.parametrize(("newer", "older"), [("3.6.16", "3.5.35"), ("3.7.3", "3.6.16")])
+def test_going_back_a_minor_enables_etcds_downgrade_first_then_rolls_members_back(newer, older):
+    spec = attrs.evolve(SPEC, version=older)
+    target = older.rsplit(".", 1)[0] + ".0"
     runtime, members, health = cluster(3)
-    on_36 = {n: attrs.evolve(h, version="3.6.16") for n, h in health.items()}
-    step, _ = rolling(runtime, members, on_36, {}, spec=spec)
-    assert step == EnableDowngrade("3.5.0")
-    enabled = {n: attrs.evolve(h, downgrade_target="3.5.0") for n, h in on_36.items()}
+    on_newer = {n: attrs.evolve(h, version=newer) for n, h in health.items()}
+    step, _ = rolling(runtime, members, on_newer, {}, spec=spec)
+    assert step == EnableDowngrade(target)
+    enabled = {n: attrs.evolve(h, downgrade_target=target) for n, h in on_newer.items()}
     step, _ = rolling(runtime, members, enabled, {}, spec=spec)
-    assert step == Wait("waiting for etcd to take the cluster version down to 3.5.0")
-    enabled = {n: attrs.evolve(h, storage_version="3.5.0") for n, h in enabled.items()}
+    assert step == Wait(f"waiting for etcd to take the cluster version down to {target}")
+    enabled = {n: attrs.evolve(h, storage_version=target) for n, h in enabled.items()}
     step, _ = rolling(runtime, members, enabled, {}, spec=spec)
     assert isinstance(step, RollMember) and step.name == "demo-2"
-    # Once a member runs 3.5 the cluster version is 3.5: no second enable, the rollback goes on.
-    enabled["demo-2"] = attrs.evolve(health["demo-2"], version="3.5.35")
+    # Once a member runs the older minor the cluster version is that minor: no second enable,
+    # the rollback goes on.
+    enabled["demo-2"] = attrs.evolve(health["demo-2"], version=older)
     step, _ = rolling(runtime, members, enabled, {"demo-2": NEW}, spec=spec)
     assert isinstance(step, RollMember) and step.name == "demo-1"
     # An upgrade (or a patch change) needs no downgrade.
-    on_35 = {n: attrs.evolve(h, version="3.5.35") for n, h in health.items()}
-    step, _ = rolling(runtime, members, on_35, {})
+    on_older = {n: attrs.evolve(h, version=older) for n, h in health.items()}
+    step, _ = rolling(runtime, members, on_older, {}, spec=attrs.evolve(spec, version=newer))
     assert isinstance(step, RollMember)
 
 

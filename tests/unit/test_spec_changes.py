@@ -34,6 +34,15 @@ def test_storage_class_is_immutable():
     }
 
 
+def test_3_6_to_3_7_and_back_are_allowed_but_two_minors_either_way_are_refused():
+    assert fields(ClusterSpec(version="3.6.16"), ClusterSpec(version="3.7.3")) == set()
+    assert fields(ClusterSpec(version="3.7.3"), ClusterSpec(version="3.6.16")) == set()
+    (skip,) = refused_changes(ClusterSpec(version="3.5.35"), ClusterSpec(version="3.7.3"))
+    assert "cannot skip a minor version" in str(skip) and "upgrade to 3.6 first" in str(skip)
+    (back,) = refused_changes(ClusterSpec(version="3.7.3"), ClusterSpec(version="3.5.35"))
+    assert "cannot go back from 3.7.3 to 3.5.35" in str(back) and "one minor at a time" in str(back)
+
+
 def test_minor_downgrades_are_refused_but_3_6_to_3_5_and_patch_downgrades_are_not():
     assert fields(ClusterSpec(version="3.5.21"), ClusterSpec(version="3.4.30")) == {"spec.version"}
     assert fields(ClusterSpec(version="3.6.16"), ClusterSpec(version="3.4.25")) == {"spec.version"}

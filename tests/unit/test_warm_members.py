@@ -115,7 +115,7 @@ def test_a_warm_pod_is_adopted_only_for_the_launch_it_was_made_for() -> None:
     # Another initial cluster (a member replaced meanwhile), or another spec: not this pod.
     other = attrs.evolve(ahead, initial_cluster=((ahead.name, ahead.urls.peer_url),))
     assert not warm.made_for(pod, m.member_pod(OWNER, other))
-    upgraded = attrs.evolve(ahead, spec=attrs.evolve(SPEC, version="3.6.16"))
+    upgraded = attrs.evolve(ahead, spec=attrs.evolve(SPEC, version="3.7.3"))
     assert not warm.made_for(pod, m.member_pod(OWNER, upgraded))
 
 
