@@ -11,7 +11,15 @@ import shutil
 import attrs
 import trio
 
-from actors.model import BackupSpec, ClusterResource, ClusterStatus, LocalStore, Phase, RecoveryPath, StoreSpec
+from actors.model import (
+    BackupSpec,
+    ClusterResource,
+    ClusterStatus,
+    LocalStore,
+    Phase,
+    RecoveryPath,
+    StoreSpec,
+)
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.backups import local_backups, local_store_opener
 from tests.chaos.lifecycle import LocalSupervisor, is_healthy, open_local_supervisor, resource
@@ -49,7 +57,9 @@ async def test_hibernate_then_wake_from_the_data_dirs_and_then_from_the_final_ba
     state = tmp_path / "state"
 
     def children(runtime):  # type: ignore[no-untyped-def]
-        return [local_backups(runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", wake_every=0.5)]
+        return [
+            local_backups(runtime, manifest_dir=tmp_path, scratch_dir=tmp_path / "scratch", wake_every=0.5)
+        ]
 
     stores = local_store_opener(tmp_path, {})
     async with open_local_supervisor(state, children=children, stores=stores) as sup:
