@@ -618,6 +618,9 @@ class RuntimeMember:
     unschedulable: str = ""
     # The trust digest of the CA material it was started with ("" when unknown): see MemberConfig.
     trust: str = ""
+    # The volume it was made with (Kubernetes: its claim's requested size and storageClassName);
+    # None where the runtime has no volumes (locally) or does not know: never replaced for storage.
+    volume: StorageSpec | None = None
 
 
 @frozen

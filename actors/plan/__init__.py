@@ -35,6 +35,7 @@ from actors.plan.recovery import recover_quorum
 from actors.plan.restart import restart_stopped
 from actors.plan.rollout import roll_outdated
 from actors.plan.size import match_size
+from actors.plan.storage import replace_storage
 from actors.plan.stranded import replace_stranded
 from actors.plan.unplaced import replace_unplaced
 from actors.plan.unresponsive import heal_unresponsive
@@ -56,6 +57,7 @@ PLANNERS: tuple[Planner, ...] = (
     match_size,
     maintain,
     roll_outdated,
+    replace_storage,
 )
 
 
