@@ -61,6 +61,7 @@ EXPECTED_DEFAULT_SPEC = {
     "debug": {"networkSidecar": False},
     "health": {"unresponsiveAfter": "30s"},
     "disasterRecovery": {"mode": "Manual"},
+    "hibernate": False,
 }
 
 
@@ -111,6 +112,7 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
             "quotaBackendBytes": "8Gi",
         },
         "disasterRecovery": {"mode": "Manual"},
+        "hibernate": True,
     }
     server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("full", spec))
     assert get(server, kube_namespace, "full")["spec"] == spec
