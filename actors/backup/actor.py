@@ -101,10 +101,13 @@ class BackupActor(Actor[Wake]):
                 outcome = await self._take(store, verify=spec.verify)
                 if spec.verify and not outcome.verified:
                     raise BackupFailed(f"{outcome.key}: {outcome.note or 'not verified'}")
-                self._context.reports.final_backup = _last(outcome)
                 await self._succeeded(spec, store, outcome, now)
         except (BackupFailed, StoreError) as exc:
             await self._failed(now, exc)
+            return
+        # Handed over last, once its status and Event are written: the members stop on it.
+        self._context.reports.final_backup = _last(outcome)
+        nudge(self._context.handle, ServicesReported())
 
     # --- on-demand backups (EtcdBackup), oldest first, one at a time ---------------------------
 
