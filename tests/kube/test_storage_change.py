@@ -80,7 +80,10 @@ async def test_a_size_change_replaces_each_member_on_a_new_claim_one_at_a_time(
         sizes = await claim_sizes()
         assert {n: sizes.get(m.volume_claim_name(n)) for n in new} == dict.fromkeys(new, "2Gi"), sizes
         reasons = await event_reasons(admin, ns, "demo")
-        assert reasons.count("MemberRemoved") >= 3 and reasons.count("LearnerAdded") >= 3, reasons
+        # Two learners at bootstrap, then one per member replaced. (A removal whose answer is lost,
+        # the member asked being the one removed, is finished by the leftovers planner: MemberDeleted.)
+        assert reasons.count("LearnerAdded") >= 5, reasons
+        assert reasons.count("MemberRemoved") + reasons.count("MemberDeleted") >= 3, reasons
         async with open_etcd_client([mem["clientURL"] for mem in obj["status"]["members"]]) as etcd:
             assert len(await etcd.range(b"k/", b"k0")) == 100
     verdict = await workload.check(tmp_path / "history")
