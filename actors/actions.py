@@ -464,3 +464,33 @@ class DeleteRuntimeMember(Action):
 
     def progress(self) -> str:
         return self.reason
+
+
+# --- hibernation --------------------------------------------------------------------------------
+
+
+@frozen
+class StopMembers(Action):
+    """Stop every running member, its data kept (spec.hibernate): followers first, the leader
+    last, so no election follows each stop. Membership is untouched: the members come back as
+    they were when their processes start again on their data."""
+
+    names: tuple[str, ...]
+    backup: str  # the final backup's key; "" when none was taken (and why, in `without`)
+    without: str = ""
+    event_reason: ClassVar[str] = "Hibernated"
+    time_limit: ClassVar[float | None] = 120.0  # each member's graceful stop
+
+    async def execute(self, ctx: ActionContext) -> Outcome:
+        for name in self.names:
+            await ctx.runtime.stop_member(ctx.observed.cluster, name)
+        return self.done()
+
+    def describe(self) -> str:
+        return f"hibernated: stopped {', '.join(self.names)}, data kept; {self._backup()}"
+
+    def progress(self) -> str:
+        return f"hibernating: stopping {', '.join(self.names)} (data kept); {self._backup()}"
+
+    def _backup(self) -> str:
+        return f"final backup {self.backup}" if self.backup else (self.without or "no final backup")

@@ -57,7 +57,7 @@ def assess(
     statuses = member_statuses(observed)
     conditions: tuple[Condition, ...] = (
         available_condition(observed),
-        _progressing(None if suspended else step, message),
+        _progressing(None if suspended or hibernated(spec, observed) else step, message),
         _degraded(statuses, problem, observed),
         space_condition(spec, observed, step),
         *filter(None, [upgrading_condition(spec, observed), ignored_condition(observed)]),
@@ -127,6 +127,11 @@ def available_condition(observed: Observed) -> Condition:
         waiting = ", ".join(observed.not_heard_from())
         return Condition("Available", "Unknown", "AwaitingProbes", f"{healthy}; not heard from: {waiting}")
     return Condition("Available", "False", "QuorumLost", healthy)
+
+
+def hibernated(spec: ClusterSpec, observed: Observed) -> bool:
+    """spec.hibernate, and every member stopped: phase Hibernated."""
+    return spec.hibernate and not observed.running()
 
 
 def _progressing(step: Step | None, message: str) -> Condition:
@@ -313,13 +318,21 @@ def new_warning(previous: ClusterStatus | None, status: ClusterStatus) -> Condit
 
 
 def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *, converged: bool) -> Phase:
-    """The state machine: Creating -> Running <-> Scaling; any -> Failed -> Recovering -> Running."""
+    """The state machine: Creating -> Running <-> Scaling; any -> Failed -> Recovering -> Running;
+    Hibernated while spec.hibernate holds every member stopped, Recovering as it wakes."""
+    if hibernated(spec, observed):
+        return Phase.HIBERNATED
     voters = observed.voters()
     membership_changing = len(voters) != spec.size or bool(observed.learners())
     if previous is None or previous is Phase.SUSPENDED:  # a fresh look: judge from what exists
         bootstrapped = observed.etcd_members is not None or any(r.has_data for r in observed.runtime)
         previous = Phase.RUNNING if bootstrapped else Phase.CREATING
     quorum_ok = observed.has_quorum()
+    if (previous is Phase.HIBERNATED or observed.hibernated) and not spec.hibernate:
+        # Waking: Recovering while the members come back from their data (or a backup).
+        if not quorum_ok:
+            return Phase.RECOVERING
+        previous = Phase.RECOVERING if previous is Phase.HIBERNATED else previous
     if previous is Phase.CREATING:
         # Young, not failed: a cluster that never formed has no quorum to lose.
         return Phase.RUNNING if converged and quorum_ok else Phase.CREATING

@@ -194,6 +194,9 @@ class ClusterActor(Actor[ClusterMessage]):
         self._going_away = False
         # The latest recovery, for the status. Memory: the Events keep every recovery.
         self._last_recovery: LastRecovery | None = None
+        # Hibernated and not served since (a daemon started over a hibernated cluster knows it
+        # from the status on record): waking, a cluster whose data is gone comes from its backup.
+        self._asleep = desired().resource.recorded_phase == Phase.HIBERNATED.value
 
     async def on_start(self) -> None:
         nudge(self.handle_ref, LookAgain())
@@ -257,7 +260,14 @@ class ClusterActor(Actor[ClusterMessage]):
         # waits on its first answer.
         await self._members.sync(observed.runtime, partial(nudge, self.handle_ref))
         step = plan(spec, observed, self._planners)
-        publish = partial(self._publish, self._assess(desired, observed, step))
+        status = self._assess(desired, observed, step)
+        if status is not None and status.phase is Phase.HIBERNATED:
+            self._asleep = True
+        elif observed.has_quorum() and not spec.hibernate:
+            self._asleep = False
+        if not spec.hibernate:
+            self._reports.final_backup = None  # awake: a next hibernation takes a backup of its own
+        publish = partial(self._publish, status)
         self._feed.publish(observed)
         # Suspended (etcd.io/suspend): observed and reported, the step only named as held.
         held = desired.resource.suspended
@@ -317,6 +327,8 @@ class ClusterActor(Actor[ClusterMessage]):
             newest_verified_backup=self._newest_verified_backup(),
             deltas_reach=self._reports.deltas_reach,
             had_members=self._book.revision_seen > 0 or bool(self._desired().resource.recorded_members),
+            final_backup=self._reports.final_backup,
+            hibernated=self._asleep,
         )
 
     def _newest_verified_backup(self) -> LastBackup | None:

@@ -19,7 +19,7 @@ from actors.backup.health import BackupReport
 from actors.certificates import TlsReport
 from actors.maintenance.board import MaintenanceBoard
 from actors.member import MemberProbed
-from actors.model import ClusterRef, ClusterResource, ClusterStatus
+from actors.model import ClusterRef, ClusterResource, ClusterStatus, LastBackup
 from actors.observed import Observed
 from actors.ports import ClusterPorts
 from supervisor.runtime import ChildSpec, Handle, Reply
@@ -61,6 +61,8 @@ class ServiceReports:
         self.deltas_reach = 0
         # The certificates the renewal child last read (TLS clusters with generated certificates).
         self.tls: TlsReport | None = None
+        # spec.hibernate: the backup taken for the hibernation under way (None: none yet, or awake).
+        self.final_backup: LastBackup | None = None
 
 
 class ObservedFeed:

@@ -112,7 +112,9 @@ class Fleet:
             # back here on every change and must not look like spec changes; and once noted they
             # stay, so an actor restarted after a crash still knows the cluster had members.
             recorded = entry.desired.resource.recorded_members or desired.resource.recorded_members
-            kept = attrs.evolve(desired.resource, recorded_members=recorded)
+            # The phase on record is the one read first (later ones are the actor's own writes).
+            phase = entry.desired.resource.recorded_phase
+            kept = attrs.evolve(desired.resource, recorded_members=recorded, recorded_phase=phase)
             desired = attrs.evolve(desired, resource=kept)
             refused = refused_changes(entry.desired.resource.spec, desired.resource.spec)
             if refused:

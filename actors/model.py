@@ -361,6 +361,9 @@ class ClusterSpec:
     restore: RestoreSpec | None = None
     maintenance: MaintenanceSpec = field(factory=MaintenanceSpec)
     disaster_recovery: DisasterRecoverySpec = field(factory=DisasterRecoverySpec)
+    # spec.hibernate: a final backup (with spec.backup), then every member stopped, data kept;
+    # false again wakes the members from their data (or from that backup when the data is gone).
+    hibernate: bool = False
 
     @property
     def image_family(self) -> ImageFamily:
@@ -388,6 +391,9 @@ class ClusterResource:
     rotate_ca: str = ""
     # metadata.annotations["etcd.io/suspend"] == "true": no step is taken (a maintenance window).
     suspended: bool = False
+    # status.phase when the resource was read ("" locally, where the manifest carries no status):
+    # a cluster hibernated when a daemon started is woken as one (plan/hibernate.py).
+    recorded_phase: str = ""
 
 
 # --- status -------------------------------------------------------------------------------
@@ -400,6 +406,7 @@ class Phase(enum.StrEnum):
     FAILED = "Failed"
     RECOVERING = "Recovering"
     SUSPENDED = "Suspended"
+    HIBERNATED = "Hibernated"
 
 
 class Role(enum.StrEnum):
@@ -611,6 +618,9 @@ class RuntimeMember:
     unschedulable: str = ""
     # The trust digest of the CA material it was started with ("" when unknown): see MemberConfig.
     trust: str = ""
+    # The volume it was made with (Kubernetes: its claim's requested size and storageClassName);
+    # None where the runtime has no volumes (locally) or does not know: never replaced for storage.
+    volume: StorageSpec | None = None
 
 
 @frozen

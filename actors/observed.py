@@ -74,6 +74,11 @@ class Observed:
     # Runtime members no probe has answered (nor failed to) since the cluster actor started:
     # not known to be down, only not asked yet (a daemon just restarted over a running cluster).
     unprobed: frozenset[str] = frozenset()
+    # spec.hibernate: the backup the backup actor took for this hibernation (None: not yet).
+    final_backup: LastBackup | None = None
+    # The cluster was hibernated (phase Hibernated) and has not served since: waking it, a
+    # member whose data is gone comes back from the newest verified backup (plan/hibernate.py).
+    hibernated: bool = False
 
     # --- the runtime side --------------------------------------------------------------------
 
@@ -105,6 +110,10 @@ class Observed:
             return False
         h = self.health.get(name)
         return h is not None and not h.errors
+
+    def running(self) -> list[RuntimeMember]:
+        """Members whose process runs or is starting."""
+        return [r for r in self.runtime if r.state in (ProcessState.STARTING, ProcessState.RUNNING)]
 
     def nospace(self) -> bool:
         """A member reports the NOSPACE alarm (raised for the whole cluster: writes are refused)."""

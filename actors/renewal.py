@@ -135,8 +135,9 @@ class Renewal:
     async def _rotate_ca(
         self, state: CertificateState, request: str, certificates: CertificatesSpec
     ) -> CertificateState:
-        if self._context.desired().resource.suspended:
-            return state  # a rotation's steps restart members: none while suspended (leaves still renew)
+        resource = self._context.desired().resource
+        if resource.suspended or resource.spec.hibernate:
+            return state  # a rotation's steps restart members: none while suspended or hibernated
         decision = next_step(state, request, self._clock(), members_in_step=self._members_in_step(state))
         if decision is None:
             return state

@@ -37,8 +37,6 @@ def refused_changes(current: ClusterSpec, wanted: ClusterSpec) -> tuple[SpecErro
                 " rotate the certificates inside the Secret instead",
             )
         )
-    if wanted.storage.storage_class_name != current.storage.storage_class_name:
-        errors.append(SpecError("spec.storage.storageClassName", "is immutable after creation"))
     version_error = refused_version_change(current.version, wanted.version)
     if version_error:
         errors.append(SpecError("spec.version", version_error))

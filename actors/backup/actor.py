@@ -78,8 +78,36 @@ class BackupActor(Actor[Wake]):
         await self._start_schedule()
         if self._context.feed.latest is None:  # the cluster actor has not looked yet
             return
+        if self._context.desired().resource.spec.hibernate:
+            # Hibernating: one final backup, then none (no member runs to take one from);
+            # on-demand backups wait, pending, until the cluster is woken.
+            await self._final()
+            return
         if not await self._next_request():
             await self._scheduled()
+
+    # --- the final backup of a hibernation (spec.hibernate, plan/hibernate.py) -----------------
+
+    async def _final(self) -> None:
+        spec = self._context.desired().resource.spec.backup
+        observed = self._context.feed.latest
+        if spec is None or spec.store is None or self._context.reports.final_backup is not None:
+            return
+        if observed is None or not observed.has_quorum() or trio.current_time() < self._retry_at:
+            return
+        now = self._ports.clock()
+        try:
+            async with self._store(spec.store) as store:
+                outcome = await self._take(store, verify=spec.verify)
+                if spec.verify and not outcome.verified:
+                    raise BackupFailed(f"{outcome.key}: {outcome.note or 'not verified'}")
+                await self._succeeded(spec, store, outcome, now)
+        except (BackupFailed, StoreError) as exc:
+            await self._failed(now, exc)
+            return
+        # Handed over last, once its status and Event are written: the members stop on it.
+        self._context.reports.final_backup = _last(outcome)
+        nudge(self._context.handle, ServicesReported())
 
     # --- on-demand backups (EtcdBackup), oldest first, one at a time ---------------------------
 

@@ -94,7 +94,13 @@ class DeltaFollower:
         failures = 0
         while True:
             spec = self.context.desired().resource.spec.backup
-            if spec is None or spec.delta_period is None or spec.store is None or not self._base_known():
+            if (
+                spec is None
+                or spec.delta_period is None
+                or spec.store is None
+                or self._hibernating()
+                or not self._base_known()
+            ):
                 await trio.sleep(IDLE_LOOK)
                 continue
             written = self.chunks_written
@@ -187,7 +193,11 @@ class DeltaFollower:
                 await self._maybe_verify(spec, start)
 
     def _unchanged(self, spec: BackupSpec) -> bool:
-        return self.context.desired().resource.spec.backup == spec
+        return self.context.desired().resource.spec.backup == spec and not self._hibernating()
+
+    def _hibernating(self) -> bool:
+        """spec.hibernate: the members stop, so nothing is followed until they are woken."""
+        return self.context.desired().resource.spec.hibernate
 
     async def _write(self, spec: BackupSpec, first: int, last: int, changes: list[Change]) -> None:
         key = chunk_key(self.context.ref, first, last)

@@ -69,6 +69,7 @@ def parse_cluster(doc: Any, *, default_namespace: str = "default") -> ClusterRes
         recorded_members=_recorded_members(doc.get("status")),
         rotate_ca=rotate_ca,
         suspended=suspended == "true",
+        recorded_phase=_recorded_phase(doc.get("status")),
     )
 
 
@@ -79,6 +80,12 @@ def _annotation(meta: Mapping[str, Any], key: str, r: Reader) -> str:
         r.fail(f"metadata.annotations.{key}", f"must be a string (got {value!r})")
         return ""
     return value
+
+
+def _recorded_phase(status: Any) -> str:
+    """status.phase as written ("" when there is none, or it is not a string: it is ours)."""
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return phase if isinstance(phase, str) else ""
 
 
 def _recorded_members(status: Any) -> tuple[str, ...]:

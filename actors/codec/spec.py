@@ -61,6 +61,7 @@ SPEC_FIELDS = {
     "disasterRecovery",
     "etcdOptions",
     "podTemplate",
+    "hibernate",
 }
 
 
@@ -113,6 +114,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         restore=parse_restore(spec, r),
         maintenance=parse_maintenance(spec, r),
         disaster_recovery=_disaster_recovery(spec, r),
+        hibernate=r.boolean(spec, "hibernate", "spec.hibernate", False),
     )
 
 

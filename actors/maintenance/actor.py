@@ -56,8 +56,8 @@ class DefragActor(Actor[Wake]):
         self._tidy(observed)
         resource = self._context.desired().resource
         defrag = resource.spec.maintenance.defrag
-        if defrag is None or self._board.round is not None or resource.suspended:
-            return  # suspended: no round begins (one under way is held by the cluster actor)
+        if defrag is None or self._board.round is not None or resource.suspended or resource.spec.hibernate:
+            return  # suspended or hibernating: no round begins (one under way is held)
         round_ = self._scheduled(defrag, observed) or self._fragmented(defrag, observed)
         if round_ is not None and self._board.begin(round_):
             self._quiet_until = trio.current_time() + COOLDOWN

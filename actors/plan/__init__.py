@@ -6,7 +6,8 @@ happen one at a time: the caller executes the step, re-observes and asks again. 
 cost quorum: members join as learners and are promoted once caught up, unhealthy members go
 before healthy ones, and leadership moves away from a member before it is removed.
 
-The order is the policy. A quorum lost for good is rebuilt first (only in Automatic mode, and
+The order is the policy. A hibernated cluster (spec.hibernate) takes no other step. A quorum
+lost for good is rebuilt first (only in Automatic mode, and
 only once the voters that may return cannot form a quorum). Bring back what is down or silent
 before anything else (that is also how a cluster that lost quorum returns); with quorum lost,
 change nothing; then repair (lost data, members no node can take, leftovers), finish the
@@ -25,6 +26,7 @@ from actors.model import ClusterSpec
 from actors.observed import Observed
 from actors.plan.bootstrap import membership_unknown
 from actors.plan.data_loss import replace_lost_data
+from actors.plan.hibernate import hibernate
 from actors.plan.learners import finish_learner
 from actors.plan.leftovers import delete_leftovers
 from actors.plan.maintenance import maintain
@@ -33,6 +35,7 @@ from actors.plan.recovery import recover_quorum
 from actors.plan.restart import restart_stopped
 from actors.plan.rollout import roll_outdated
 from actors.plan.size import match_size
+from actors.plan.storage import replace_storage
 from actors.plan.stranded import replace_stranded
 from actors.plan.unplaced import replace_unplaced
 from actors.plan.unresponsive import heal_unresponsive
@@ -40,6 +43,7 @@ from actors.plan.unresponsive import heal_unresponsive
 Planner = Callable[[ClusterSpec, Observed], Step | None]
 
 PLANNERS: tuple[Planner, ...] = (
+    hibernate,
     recover_quorum,
     membership_unknown,
     replace_stranded,
@@ -53,6 +57,7 @@ PLANNERS: tuple[Planner, ...] = (
     match_size,
     maintain,
     roll_outdated,
+    replace_storage,
 )
 
 

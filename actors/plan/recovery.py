@@ -87,7 +87,7 @@ def recover_quorum(
     if spec.disaster_recovery.mode is not RecoveryMode.AUTOMATIC:
         return None
     if observed.etcd_members is None:
-        return _from_backup(spec, observed)
+        return from_backup(spec, observed)
     loss = quorum_loss(spec, observed)
     if loss is None or not loss.permanent:
         return None
@@ -114,7 +114,7 @@ def recover_quorum(
     )
 
 
-def _from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | Wait | None:
+def from_backup(spec: ClusterSpec, observed: Observed) -> RecoverFromBackup | Wait | None:
     if not all_data_lost(observed):
         return None
     backup = observed.newest_verified_backup

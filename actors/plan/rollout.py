@@ -38,15 +38,9 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
         return None  # nothing to do, or nothing to do it with (Degraded says what is missing)
     if observed.learners() or len(observed.voters()) != spec.size:
         return None  # a membership change is in flight: the planners before this one finish it
-    unhealthy = [observed.display_name(m) for m in observed.members if not observed.healthy(m)]
-    if unhealthy:
-        return Wait(f"rolling restart paused: {', '.join(sorted(unhealthy))} not healthy")
-    unconfirmed = sorted(observed.answered_before_step & set(observed.health))
-    if unconfirmed:
-        return Wait(f"rolling restart waits for {', '.join(unconfirmed)} to answer since the last step")
-    lagging = _lagging(observed)
-    if lagging:
-        return Wait(f"rolling restart waits for {', '.join(lagging)} to catch up")
+    gate = one_at_a_time(observed, "rolling restart")
+    if gate is not None:
+        return gate
     downgrade = _downgrade_first(spec, observed)
     if downgrade is not None:
         return downgrade
@@ -65,6 +59,21 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
         return _roll(observed, current, spec)
     reason = f"{current.name} leads and restarts last, for its new configuration"
     return MoveLeader(target.name, target.id, reason=reason)
+
+
+def one_at_a_time(observed: Observed, what: str) -> Wait | None:
+    """Why the next member of a rollout (`what`: "rolling restart") must wait, or None when it
+    may go: every member healthy, each answered since the last step, none lagging behind."""
+    unhealthy = [observed.display_name(m) for m in observed.members if not observed.healthy(m)]
+    if unhealthy:
+        return Wait(f"{what} paused: {', '.join(sorted(unhealthy))} not healthy")
+    unconfirmed = sorted(observed.answered_before_step & set(observed.health))
+    if unconfirmed:
+        return Wait(f"{what} waits for {', '.join(unconfirmed)} to answer since the last step")
+    lagging = _lagging(observed)
+    if lagging:
+        return Wait(f"{what} waits for {', '.join(lagging)} to catch up")
+    return None
 
 
 def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:

@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from actors.model import ClusterRef, MemberUrls, ProcessState
+from actors.model import ClusterRef, MemberUrls, ProcessState, StorageSpec
 from supervisor.kube import manifests as m
 
 Obj = dict[str, Any]
@@ -160,6 +160,18 @@ def pod_exit_tail(pod: Mapping[str, Any]) -> str:
     kubelet's 2 KiB), indented for a log line; "" when it left none."""
     message = str(m.etcd_state(pod, "terminated").get("message") or "").strip()
     return "".join(f"\n    {line}" for line in message.splitlines() if line.strip())
+
+
+def claim_volume(claim: Mapping[str, Any] | None) -> StorageSpec | None:
+    """The size and class a claim asked for (None without a claim, or one that names no size)."""
+    spec = (claim or {}).get("spec") or {}
+    size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    if claim is None or not isinstance(size, str):
+        return None
+    storage_class = spec.get("storageClassName")
+    return StorageSpec(
+        size=size, storage_class_name=storage_class if isinstance(storage_class, str) else None
+    )
 
 
 def claim_has_data(claim: Mapping[str, Any] | None) -> bool:

@@ -38,6 +38,7 @@ from supervisor.kube.finalizer import ClusterGone, add_finalizer, release_finali
 from supervisor.kube.pods import (
     being_deleted,
     claim_has_data,
+    claim_volume,
     consecutive_failures,
     failures_after,
     member_ref,
@@ -428,6 +429,7 @@ class KubeRuntime:
                     urls=urls,
                     state=pod_state(pod),
                     has_data=claim_has_data(claim),
+                    volume=claim_volume(claim),
                     pid=None,
                     consecutive_failures=consecutive_failures(pod),
                     exit_code=pod_exit_code(pod),

@@ -9,8 +9,9 @@ This plays the kubelet's part as faithfully as one machine allows:
   would publish them) resolve there through /etc/hosts, so the operator and the members reach
   each other exactly by the URLs the operator wrote;
 - the pod's own etcd command line runs, on the etcd its image tag names (the per-version cache),
-  with 0.0.0.0 bound to the pod's address and the data directory on a per-claim directory, so a
-  pod recreated on the same claim keeps its data;
+  with 0.0.0.0 bound to the pod's address and the data directory on a per-claim directory (per
+  claim object: one made again under the same name is empty), so a pod recreated on the same
+  claim keeps its data;
 - pod status (phase Running, podIP, Ready once the client port answers) is written through
   the pods/status subresource, as a kubelet would; a deleted pod's process is killed.
 
@@ -158,7 +159,14 @@ class Kubelet:
         out: dict[str, Path] = {}
         for volume in pod["spec"]["volumes"]:
             if "persistentVolumeClaim" in volume:
-                path = self.work / "volumes" / volume["persistentVolumeClaim"]["claimName"]
+                # A volume per claim object, as a provisioner gives: a claim deleted and made
+                # again under the same name (a member replaced) is a new, empty volume.
+                claim_name = volume["persistentVolumeClaim"]["claimName"]
+                claim = await self.admin.get_or_none(
+                    m.core_path(self.namespace, "persistentvolumeclaims", claim_name)
+                )
+                uid = claim["metadata"]["uid"][:8] if claim is not None else "unbound"
+                path = self.work / "volumes" / f"{claim_name}-{uid}"
                 path.mkdir(parents=True, exist_ok=True)
             else:
                 source = volume["secret"]

@@ -40,6 +40,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "restore": ("restore",),
     "maintenance": ("maintenance",),
     "disaster_recovery": ("disasterRecovery",),
+    "hibernate": ("hibernate",),
 }
 
 

@@ -27,11 +27,10 @@ def test_tls_cannot_be_switched_on_a_running_cluster():
     }
 
 
-def test_storage_class_is_immutable():
+def test_storage_changes_are_accepted_they_replace_the_members_one_at_a_time():
     current = ClusterSpec(storage=StorageSpec(storage_class_name="fast"))
-    assert fields(current, ClusterSpec(storage=StorageSpec(storage_class_name="slow"))) == {
-        "spec.storage.storageClassName"
-    }
+    assert fields(current, ClusterSpec(storage=StorageSpec(storage_class_name="slow"))) == set()
+    assert fields(current, ClusterSpec(storage=StorageSpec(size="20Gi"))) == set()
 
 
 def test_3_6_to_3_7_and_back_are_allowed_but_two_minors_either_way_are_refused():
