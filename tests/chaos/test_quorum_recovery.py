@@ -100,7 +100,9 @@ async def check_survivor_recovery(
 ) -> str:
     """The cluster comes back whole from `survivor`, every write it had kept, the loss reported."""
     ref, size = demo.ref, demo.spec.size
-    workload = KvWorkload(endpoints=[], max_operations=5_000)
+    # Enough operations to outlast a slow regrowth (a held-off step, a loaded machine): the
+    # workload must still be running when the test asks it for more.
+    workload = KvWorkload(endpoints=[], max_operations=20_000)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(follow_members, sup, ref, workload)
         # Client load while the cluster regrows by learners: its history must be linearizable.

@@ -31,7 +31,9 @@ def three_nodes() -> Iterator[Nodes]:
         except MissingComponent as exc:
             missing(str(exc))
         print(f"\nthree nodes Ready in {nodes.start_seconds:.1f}s")
-        nodes.import_image(require("busybox image", lambda: images.busybox_archive(ROOT / "images")))
+        nodes.import_image(
+            require("busybox image for the three nodes", lambda: images.busybox_archive(ROOT / "images"))
+        )
         yield nodes
     # After the nodes are gone: the harness's own promise, checked every run.
     assert leftovers() == [], "the three-node harness left things behind"
@@ -47,10 +49,14 @@ def nodes_namespace(three_nodes: Nodes) -> Iterator[str]:
 
 @pytest.fixture(scope="package")
 def etcd_nodes(three_nodes: Nodes) -> Cluster:
-    """The three nodes as the e2e tier's Cluster, with the etcd and operator images on every node."""
-    archive, version = require("etcd image", lambda: images.etcd_archive(ROOT / "images"))
+    """The three nodes as the e2e tier's Cluster, with the etcd and operator images on every node.
+    Their archives are looked up under names of their own: require() keeps one answer per name
+    for the session, and the e2e tier's archives live under the one-node ROOT, removed with it."""
+    archive, version = require("etcd image for the three nodes", lambda: images.etcd_archive(ROOT / "images"))
     three_nodes.import_image(archive)
-    three_nodes.import_image(require("operator image", lambda: images.operator_archive(ROOT / "images")))
+    three_nodes.import_image(
+        require("operator image for the three nodes", lambda: images.operator_archive(ROOT / "images"))
+    )
     return Cluster(three_nodes.kubeconfig, version, three_nodes)
 
 
