@@ -228,6 +228,27 @@ class RestoreSpec:
         return what if self.revision is None else f"{what} at revision {self.revision}"
 
 
+@frozen
+class AdoptSpec:
+    """spec.adopt: take over a running etcd cluster, read while the cluster is created.
+
+    New members join the old cluster as learners and are promoted; with remove_old, the old
+    members then leave its membership one at a time (leadership moved off them first)."""
+
+    endpoints: tuple[str, ...]  # client URLs of the old cluster's members
+    # A Secret (locally: a directory next to the manifest) with ca.crt, tls.crt, tls.key for the
+    # old cluster's clients; None: the old cluster serves plain HTTP.
+    client_secret: str | None = None
+    # A Secret (locally: a directory) with ca.crt, ca.key: the old cluster's peer CA, which signs
+    # the new members' peer certificates so the old members trust them. None: plain peers.
+    peer_ca_secret: str | None = None
+    remove_old: bool = False  # opt-in: removing members is the one step that cannot be undone
+
+    @property
+    def tls(self) -> bool:
+        return self.client_secret is not None
+
+
 # --- maintenance (spec.maintenance) ----------------------------------------------------------
 
 # etcd's own backend quota when none is set (--quota-backend-bytes=0 means this).
@@ -364,6 +385,8 @@ class ClusterSpec:
     # spec.hibernate: a final backup (with spec.backup), then every member stopped, data kept;
     # false again wakes the members from their data (or from that backup when the data is gone).
     hibernate: bool = False
+    # spec.adopt: the running cluster this one takes over (None: a new cluster of its own).
+    adopt: AdoptSpec | None = None
 
     @property
     def image_family(self) -> ImageFamily:
