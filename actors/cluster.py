@@ -25,6 +25,7 @@ from typing import TypeVar
 import attrs
 import trio
 
+from actors import foreign_members
 from actors.actions import (
     Action,
     ActionContext,
@@ -59,6 +60,7 @@ from actors.maintenance.revisions import periodic_retention_seconds
 from actors.member import MemberActor, MemberProbed, Probe
 from actors.member_times import MemberTimes, Vanishings
 from actors.model import (
+    AdoptSpec,
     ClusterRef,
     ClusterSpec,
     ClusterStatus,
@@ -180,6 +182,10 @@ class ClusterActor(Actor[ClusterMessage]):
         self._book = ProbeBook()
         self._runtime: tuple[RuntimeMember, ...] = ()
         self._membership: tuple[EtcdMember, ...] | None = None
+        # spec.adopt: the old members last seen (where to ask when ours do not answer), and
+        # their health.
+        self._foreign_seen: tuple[EtcdMember, ...] = ()
+        self._foreign: dict[int, MemberHealth | None] = {}
         self._stale = True  # runtime and membership must be read again before deciding
         self._dirty = False  # something changed since the last decision
         self._status: ClusterStatus | None = None
@@ -296,6 +302,7 @@ class ClusterActor(Actor[ClusterMessage]):
         await alongside(publish, partial(self._execute, step, ctx))
 
     async def _observe(self) -> Observed:
+        adopt = self._desired().resource.spec.adopt
         now = trio.current_time()
         health = self._fresh_health()
         answering = any(h is not None for h in health.values())
@@ -306,7 +313,9 @@ class ClusterActor(Actor[ClusterMessage]):
             health = self._fresh_health()
         if self._stale or (self._membership is None and answering):
             partial_view = Observed(self.ref, self._runtime, None, health)
-            self._membership = await self._member_list(partial_view.endpoints())
+            endpoints = partial_view.endpoints() + foreign_members.lookup_endpoints(adopt, self._foreign_seen)
+            self._membership = await self._member_list(endpoints)
+            await self._probe_foreign(adopt)
         self._stale = False
         return Observed(
             self.ref,
@@ -329,7 +338,15 @@ class ClusterActor(Actor[ClusterMessage]):
             had_members=self._book.revision_seen > 0 or bool(self._desired().resource.recorded_members),
             final_backup=self._reports.final_backup,
             hibernated=self._asleep,
+            foreign=self._foreign,
         )
+
+    async def _probe_foreign(self, adopt: AdoptSpec | None) -> None:
+        """An adopting cluster's old members and their health (they have no member actor)."""
+        old = foreign_members.unowned(self._runtime, self._membership) if adopt is not None else []
+        if old or self._membership is not None:
+            self._foreign_seen = tuple(old)
+        self._foreign = await foreign_members.probe(self._ports.admin, old, self._timing.call_timeout)
 
     def _newest_verified_backup(self) -> LastBackup | None:
         report = self._reports.backup

@@ -79,6 +79,11 @@ class Observed:
     # The cluster was hibernated (phase Hibernated) and has not served since: waking it, a
     # member whose data is gone comes back from the newest verified backup (plan/hibernate.py).
     hibernated: bool = False
+    # spec.adopt: members of the adopted cluster that the supervisor does not run, by etcd member
+    # id, with their latest Status answer (None: unreachable). They count for quorum and
+    # leadership, and are never restarted, replaced or rolled: only removed once the new members
+    # vote (plan/adoption.py, with spec.adopt.removeOld).
+    foreign: Mapping[int, MemberHealth | None] = field(factory=dict)
 
     # --- the runtime side --------------------------------------------------------------------
 
@@ -160,7 +165,22 @@ class Observed:
 
     def healthy(self, member: EtcdMember) -> bool:
         r = self.runtime_for(member)
-        return r is not None and self.is_healthy(r.name)
+        if r is None:
+            h = self.foreign.get(member.id)
+            return h is not None and not h.errors
+        return self.is_healthy(r.name)
+
+    def is_foreign(self, member: EtcdMember) -> bool:
+        """A member of an adopted cluster that the supervisor does not run."""
+        return member.id in self.foreign
+
+    def foreign_members(self) -> list[EtcdMember]:
+        return [m for m in self.members if self.is_foreign(m)]
+
+    def own_voters(self) -> list[EtcdMember]:
+        """Voters the supervisor runs: what spec.size counts (an adopted cluster's old members
+        vote too, but are not the cluster's size)."""
+        return [m for m in self.voters() if not self.is_foreign(m)]
 
     def healthy_voters(self) -> list[EtcdMember]:
         return [m for m in self.voters() if self.healthy(m)]
@@ -202,6 +222,9 @@ class Observed:
         votes: dict[int, int] = {}
         for name, h in self.health.items():
             if h is not None and h.leader_id and self.is_healthy(name):
+                votes[h.leader_id] = votes.get(h.leader_id, 0) + 1
+        for h in self.foreign.values():
+            if h is not None and h.leader_id and not h.errors:
                 votes[h.leader_id] = votes.get(h.leader_id, 0) + 1
         return max(votes, key=lambda k: votes[k]) if votes else None
 
@@ -247,4 +270,14 @@ class Observed:
             return (2 if h.is_learner else 1, r.name)
 
         live = [r for r in self.runtime if r.state in (ProcessState.RUNNING, ProcessState.STARTING)]
-        return [r.urls.client_url for r in sorted(live, key=rank)]
+        own = [r.urls.client_url for r in sorted(live, key=rank)]
+        # An adopted cluster's old members: its leader first, the rest after the members we run.
+        leader = self.leader_id()
+        foreign = [m for m in self.foreign_members() if m.client_urls]
+        first = [m.client_urls[0] for m in foreign if m.id == leader]
+        return first + own + [m.client_urls[0] for m in foreign if m.id != leader]
+
+    def highest_raft_index(self) -> int:
+        """The furthest raft index any member reported: about the leader's."""
+        answers = [*self.health.values(), *self.foreign.values()]
+        return max((h.raft_index for h in answers if h is not None), default=0)

@@ -11,7 +11,8 @@ lost for good is rebuilt first (only in Automatic mode, and
 only once the voters that may return cannot form a quorum). Bring back what is down or silent
 before anything else (that is also how a cluster that lost quorum returns); with quorum lost,
 change nothing; then repair (lost data, members no node can take, leftovers), finish the
-change in flight (a learner), and only then work towards the size.
+change in flight (a learner), and only then work towards the size (an adopted cluster's old
+members leave once the new ones vote).
 A new capability (upgrades, defragmentation, space) is a planner module added to the list.
 
 No trio, no asyncio, no I/O: everything here is a function of its arguments.
@@ -24,6 +25,7 @@ from collections.abc import Callable, Sequence
 from actors.actions import Step
 from actors.model import ClusterSpec
 from actors.observed import Observed
+from actors.plan.adoption import adopt
 from actors.plan.bootstrap import membership_unknown
 from actors.plan.data_loss import replace_lost_data
 from actors.plan.hibernate import hibernate
@@ -54,6 +56,7 @@ PLANNERS: tuple[Planner, ...] = (
     replace_unplaced,
     delete_leftovers,
     finish_learner,
+    adopt,
     match_size,
     maintain,
     roll_outdated,

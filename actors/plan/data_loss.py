@@ -11,6 +11,8 @@ from actors.observed import Observed
 def replace_lost_data(spec: ClusterSpec, observed: Observed) -> Step | None:
     for m in observed.members:
         r = observed.runtime_for(m)
+        if observed.is_foreign(m):
+            continue  # an adopted cluster's old member: its data is not ours to judge
         if r is not None and r.state is ProcessState.STARTING:
             # Its data directory appears as etcd starts: a runtime listing taken a moment before
             # shows none, while etcd already lists the new learner by name. A chaos run removed a

@@ -17,7 +17,7 @@ def finish_learner(spec: ClusterSpec, observed: Observed) -> Step | None:
         r = observed.runtime_for(m)
         if r is None:
             continue  # the data-loss planner removes a learner without a runtime member
-        if len(observed.voters()) >= spec.size:
+        if len(observed.own_voters()) >= spec.size:
             return RemoveMember(m.id, r.name, reason=f"size is {spec.size}: learner no longer needed")
         if r.state in (ProcessState.ABSENT, ProcessState.EXITED):
             # A learner whose first start failed says why: what its pod or process left is gone
@@ -36,5 +36,4 @@ def caught_up(observed: Observed, learner_name: str) -> bool:
     own = observed.health.get(learner_name)
     if own is None or not observed.is_healthy(learner_name):
         return False
-    leader_index = max((h.raft_index for h in observed.health.values() if h is not None), default=0)
-    return own.raft_applied_index >= leader_index * LEARNER_CAUGHT_UP_RATIO
+    return own.raft_applied_index >= observed.highest_raft_index() * LEARNER_CAUGHT_UP_RATIO

@@ -94,7 +94,7 @@ def _defrag_next(spec: ClusterSpec, observed: Observed, round_: DefragRound) -> 
 
 
 def _blocked(spec: ClusterSpec, observed: Observed) -> str | None:
-    if observed.learners() or len(observed.voters()) != spec.size:
+    if observed.learners() or len(observed.own_voters()) != spec.size:
         return "a membership change is in progress"
     unhealthy = sorted(r.name for r in observed.runtime if not observed.is_healthy(r.name))
     if unhealthy:

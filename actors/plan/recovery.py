@@ -73,6 +73,8 @@ def quorum_loss(spec: ClusterSpec, observed: Observed) -> QuorumLoss | None:
 
 def _gone_for_good(observed: Observed, member: EtcdMember, bound: float) -> str:
     r = observed.runtime_for(member)
+    if observed.is_foreign(member):
+        return ""  # an adopted cluster's old member: not ours to restart, nor to give up on
     if r is None or not r.has_data:
         return "its data is gone"
     silent = observed.unreachable_for.get(r.name, 0.0)

@@ -36,7 +36,7 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
     outdated = {r.name for r in observed.to_roll()}
     if desired is None or not outdated or desired.unavailable:
         return None  # nothing to do, or nothing to do it with (Degraded says what is missing)
-    if observed.learners() or len(observed.voters()) != spec.size:
+    if observed.learners() or len(observed.own_voters()) != spec.size:
         return None  # a membership change is in flight: the planners before this one finish it
     gate = one_at_a_time(observed, "rolling restart")
     if gate is not None:

@@ -10,7 +10,7 @@ from actors.plan.restart import restart_delay
 
 
 def match_size(spec: ClusterSpec, observed: Observed) -> Step | None:
-    voters = observed.voters()
+    voters = observed.own_voters()  # an adopted cluster's old members are not its size
     if len(voters) < spec.size:
         # The quorum guard ran before this planner: the voters that answer are a quorum. A
         # learner does not vote, and it is promoted only once it answers and has caught up, so

@@ -46,7 +46,7 @@ def replace_storage(spec: ClusterSpec, observed: Observed) -> Step | None:
     }
     if not stale:
         return None
-    if observed.learners() or len(observed.voters()) != spec.size:
+    if observed.learners() or len(observed.own_voters()) != spec.size:
         return None  # a membership change is in flight: the planners before this one finish it
     if spec.size < 2:
         return Wait(

@@ -1,0 +1,61 @@
+"""An adopted cluster (spec.adopt): the size planner adds the members we run as learners, which
+join the old members' cluster; once they vote, the old members leave one at a time
+(spec.adopt.removeOld), leadership moved off each first."""
+
+from __future__ import annotations
+
+from actors.actions import MoveLeader, RemoveMember, Step, Wait
+from actors.model import ClusterSpec, EtcdMember
+from actors.observed import Observed
+
+MAX_MEMBERS = 9  # etcd's own bound on a cluster's size
+
+
+def adopt(spec: ClusterSpec, observed: Observed) -> Step | None:
+    old = observed.foreign_members()
+    if spec.adopt is None or not old:
+        return None
+    refused = _refusal(spec, observed, old)
+    if refused is not None:
+        return Wait(refused)
+    if observed.learners() or len(observed.own_voters()) < spec.size or not spec.adopt.remove_old:
+        return None  # the new members come first; without removeOld the old ones stay
+    return _retire(observed, old)
+
+
+def _refusal(spec: ClusterSpec, observed: Observed, old: list[EtcdMember]) -> str | None:
+    """Why the old cluster cannot be adopted as it is, or None."""
+    if observed.own_voters():
+        return None  # adoption began: the checks held when the first member joined
+    if len(old) + spec.size > MAX_MEMBERS:
+        return (
+            f"spec.adopt: the cluster to adopt has {len(old)} members, and {spec.size} new ones would"
+            f" make {len(old) + spec.size}: etcd allows at most {MAX_MEMBERS}"
+        )
+    versions = {h.version for h in observed.foreign.values() if h is not None and h.version}
+    wanted = _minor(spec.version)
+    unsupported = sorted(v for v in versions if _minor(v) not in (wanted, (wanted[0], wanted[1] - 1)))
+    if unsupported:
+        return (
+            f"spec.adopt: the cluster to adopt runs etcd {', '.join(unsupported)}; members of"
+            f" spec.version {spec.version} can join a cluster of the same minor or the one before"
+        )
+    return None
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _retire(observed: Observed, old: list[EtcdMember]) -> Step:
+    # An old member that does not answer goes first: removing it costs nothing.
+    victim = min(old, key=lambda m: (observed.healthy(m), m.name))
+    if victim.id == observed.leader_id():
+        target = next((m for m in observed.own_voters() if observed.healthy(m)), None)
+        if target is None:
+            return Wait(f"no healthy new member to move leadership to from {victim.name}")
+        return MoveLeader(target.name, target.id, reason=f"{victim.name}, an adopted member, is leaving")
+    if not observed.can_remove(victim):
+        return Wait(f"removing the adopted member {victim.name} now would cost quorum")
+    return RemoveMember(victim.id, victim.name, reason="adopted: the new members vote, the old ones leave")

@@ -1,0 +1,90 @@
+"""Adoption (spec.adopt), decided from hand-built observations: the old cluster's members count
+for quorum and leadership but not for the size; the new members join as learners; with removeOld
+the old members then leave one at a time, leadership moved off first; what cannot be adopted is
+refused by name; and no cluster of our own is ever seeded in place of the one to adopt."""
+
+import attrs
+
+from actors.actions import AddLearner, MoveLeader, PromoteLearner, RemoveMember, StartSeed, Wait
+from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth
+from actors.plan import plan
+from tests.unit.facts import cluster, em, hl, observed, rt
+
+OLD_URLS = ("http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379")
+KEEP_OLD = ClusterSpec(size=3, tls_enabled=False, adopt=AdoptSpec(endpoints=OLD_URLS))
+REMOVE_OLD = attrs.evolve(KEEP_OLD, adopt=AdoptSpec(endpoints=OLD_URLS, remove_old=True))
+
+
+def old(i: int) -> EtcdMember:
+    return EtcdMember(2000 + i, f"old-{i}", (f"http://10.0.0.{i + 1}:2380",), (OLD_URLS[i],), False)
+
+
+def old_health(i: int, leader: int = 2000, version: str = "3.6.15") -> MemberHealth:
+    return MemberHealth(2000 + i, leader, 500, 500, False, 4096, version=version)
+
+
+def adopting(own: int, *, old_leader: bool = True, answering: int = 3, version: str = "3.6.15"):
+    """`own` new voters beside three old members; the leader old-0 or demo-0."""
+    runtime, members, health = cluster(own)
+    leader = 2000 if old_leader or not own else 1000
+    health = {name: attrs.evolve(h, leader_id=leader) for name, h in health.items()}
+    foreign = {2000 + i: old_health(i, leader, version) if i < answering else None for i in range(3)}
+    view = observed(runtime, [*members, *(old(i) for i in range(3))], health)
+    return attrs.evolve(view, foreign=foreign)
+
+
+def test_a_cluster_to_adopt_that_does_not_answer_is_waited_for_never_seeded():
+    step = plan(KEEP_OLD, observed([], None, {}))
+    assert isinstance(step, Wait) and "http://10.0.0.1:2379" in step.reason
+    assert isinstance(plan(ClusterSpec(size=3), observed([], None, {})), StartSeed)  # without adopt
+
+
+def test_the_old_members_are_not_taken_for_lost_data_and_new_members_join_as_learners():
+    assert plan(KEEP_OLD, adopting(0)) == AddLearner("demo-0")
+    assert plan(KEEP_OLD, adopting(2)) == AddLearner("demo-2")
+
+
+def test_without_adopt_a_started_member_nobody_runs_is_lost_data():
+    view = attrs.evolve(adopting(3), foreign={})
+    step = plan(ClusterSpec(size=3, tls_enabled=False), view)
+    assert isinstance(step, Wait) and "old-0: its data is gone" in step.reason
+
+
+def test_a_learner_is_promoted_once_it_caught_up_with_an_old_leader():
+    view = adopting(2)
+    members = (*view.members, em(2, learner=True))
+    health = {**view.health, "demo-2": hl(2, leader=1000, index=480, learner=True)}
+    view = attrs.evolve(view, runtime=(*view.runtime, rt(2)), etcd_members=members, health=health)
+    assert plan(KEEP_OLD, view) == PromoteLearner("demo-2", 1002)
+
+
+def test_without_remove_old_the_adopted_cluster_is_converged_with_its_old_members_kept():
+    assert plan(KEEP_OLD, adopting(3)) is None
+
+
+def test_with_remove_old_leadership_moves_to_a_new_member_before_an_old_leader_leaves():
+    step = plan(REMOVE_OLD, adopting(3, old_leader=True))
+    assert isinstance(step, MoveLeader) and step.to_id in (1000, 1001, 1002)
+
+
+def test_with_remove_old_an_unreachable_old_member_leaves_first():
+    step = plan(REMOVE_OLD, adopting(3, old_leader=False, answering=2))
+    assert step == RemoveMember(2002, "old-2", reason=step.reason) and "adopted" in step.reason
+
+
+def test_old_members_are_not_removed_before_the_new_ones_vote():
+    assert plan(REMOVE_OLD, adopting(2, old_leader=False)) == AddLearner("demo-2")
+
+
+def test_an_old_cluster_without_quorum_is_held_not_joined():
+    step = plan(KEEP_OLD, adopting(0, answering=1))
+    assert isinstance(step, Wait) and "quorum" in step.reason
+
+
+def test_too_many_members_and_an_unsupported_version_are_refused_by_name():
+    big = attrs.evolve(KEEP_OLD, size=7)
+    step = plan(big, adopting(0))
+    assert isinstance(step, Wait) and "spec.adopt" in step.reason and "at most 9" in step.reason
+    step = plan(KEEP_OLD, adopting(0, version="3.4.37"))
+    assert isinstance(step, Wait) and "3.4.37" in step.reason and "same minor or the one before" in step.reason
+    assert plan(KEEP_OLD, adopting(0, version="3.5.21")) == AddLearner("demo-0")
