@@ -37,10 +37,28 @@ def refused_changes(current: ClusterSpec, wanted: ClusterSpec) -> tuple[SpecErro
                 " rotate the certificates inside the Secret instead",
             )
         )
+    if wanted.adopt is not None and wanted.adopt != current.adopt:
+        errors.append(SpecError("spec.adopt", refused_adoption(current)))
     version_error = refused_version_change(current.version, wanted.version)
     if version_error:
         errors.append(SpecError("spec.version", version_error))
     return tuple(errors)
+
+
+def refused_adoption(current: ClusterSpec) -> str:
+    """Why spec.adopt cannot be added or changed on an existing cluster.
+
+    It is read only while the cluster is created: the new members join the old cluster then.
+    Added later, it would ask a cluster with data and members of its own to join another;
+    changed, it would name a cluster its members never joined. Removing the field changes
+    nothing the supervisor does, so it is accepted.
+    """
+    verb = "be added to" if current.adopt is None else "change on"
+    return (
+        f"cannot {verb} an existing cluster: it is read only while the cluster is created, when its"
+        " first members join the running cluster it names; afterwards the data and the membership"
+        " are the cluster's own (removing spec.adopt is allowed)"
+    )
 
 
 def refused_version_change(current: str, wanted: str) -> str:

@@ -22,6 +22,16 @@ QUANTITY_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E
 # Member names are <cluster>-<ordinal> and become DNS labels, which cap at 63 characters.
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 MAX_NAME_LENGTH = 50
+# A Secret's name (a DNS subdomain); locally also the name of a file or directory next to the
+# manifest, so never a path.
+SECRET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# An etcd member's client URL as spec.adopt.endpoints takes it (the CRD's CEL has the same
+# pattern): http or https, a host (a DNS name, IPv4 or a bracketed IPv6 address) and a port
+# from 1 to 65535, nothing after it.
+CLIENT_URL_PATTERN = re.compile(
+    r"^(http|https)://(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?)"
+    r":(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})$"
+)
 
 
 @frozen
@@ -107,3 +117,11 @@ class Reader:
             else:
                 out[str(k)] = str(v)
         return out
+
+
+def secret_name(doc: Mapping[str, Any], key: str, path: str, r: Reader) -> str | None:
+    """The name of a Secret at doc[key] (None when absent), or a named error."""
+    name = r.string(doc, key, path, None)
+    if name is not None and not SECRET_NAME_PATTERN.match(name):
+        r.fail(path, f"must be a Secret name (a DNS subdomain) (got {name!r})")
+    return name

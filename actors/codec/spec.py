@@ -1,13 +1,21 @@
 """An EtcdCluster's spec -> ClusterSpec: every field, its defaults and its rules (backup,
-restore, maintenance, health and disaster recovery included; stores in stores.py)."""
+restore, adoption, maintenance, health and disaster recovery included; stores in stores.py)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.codec.fields import QUANTITY_PATTERN, REPOSITORY_PATTERN, VERSION_PATTERN, Reader
+from actors.codec.fields import (
+    CLIENT_URL_PATTERN,
+    QUANTITY_PATTERN,
+    REPOSITORY_PATTERN,
+    SECRET_NAME_PATTERN,
+    VERSION_PATTERN,
+    Reader,
+    secret_name,
+)
 from actors.codec.pod_template import parse_pod_template
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
 from actors.etcd_flags import FEATURE_GATES, FLAGS, OWNED, OWNED_GATES, REPLACED
@@ -25,6 +33,7 @@ from actors.model import (
     MAX_SIZE,
     MIN_CERT_VALIDITY_SECONDS,
     MIN_SIZE,
+    AdoptSpec,
     AutoCompactionSpec,
     BackupSpec,
     CertificatesSpec,
@@ -62,6 +71,7 @@ SPEC_FIELDS = {
     "etcdOptions",
     "podTemplate",
     "hibernate",
+    "adopt",
 }
 
 
@@ -115,6 +125,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         maintenance=parse_maintenance(spec, r),
         disaster_recovery=_disaster_recovery(spec, r),
         hibernate=r.boolean(spec, "hibernate", "spec.hibernate", False),
+        adopt=parse_adopt(spec, r),
     )
 
 
@@ -200,7 +211,6 @@ def _tls(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
     )
 
 
-SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 SECRET_REF = "spec.security.tls.secretRef"
 
 
@@ -216,7 +226,7 @@ def _tls_secret(tls: Mapping[str, Any], r: Reader) -> str | None:
     if not doc:
         return None
     name = r.string(doc, "name", f"{SECRET_REF}.name", None)
-    if not name or not SECRET_NAME.match(name) or len(name) > 253:
+    if not name or not SECRET_NAME_PATTERN.match(name):
         r.fail(f"{SECRET_REF}.name", f"must name a Secret: a DNS subdomain (got {name!r})")
         return None
     if tls.get("enabled") is False:
@@ -319,7 +329,7 @@ def _encryption(doc: Mapping[str, Any], r: Reader) -> EncryptionSpec | None:
     if secret is None:
         r.fail("spec.backup.encryption.keySecret", "required: the Secret holding the key (`key`)")
         return None
-    if not SECRET_NAME.match(secret) or len(secret) > 253:  # locally a file name: no "/"
+    if not SECRET_NAME_PATTERN.match(secret):  # locally a file name: no "/"
         r.fail(
             "spec.backup.encryption.keySecret",
             f"must name a Secret: a DNS subdomain such as backup-key (got {secret!r})",
@@ -359,6 +369,78 @@ def parse_restore(spec: Mapping[str, Any], r: Reader) -> RestoreSpec | None:
         revision = None
     store = parse_store(doc["store"], "spec.restore.store", r) if has_store else None
     return RestoreSpec(backup_name=name, store=store, key=key, revision=revision)
+
+
+ADOPT = "spec.adopt"
+ADOPT_FIELDS = {"endpoints", "clientSecret", "peerCASecret", "removeOld"}
+
+
+def parse_adopt(spec: Mapping[str, Any], r: Reader) -> AdoptSpec | None:
+    """spec.adopt: the running cluster this one takes over, and what reaching it takes."""
+    raw = spec.get("adopt")
+    if raw is None:
+        return None
+    doc = r.mapping(spec, "adopt", ADOPT, ADOPT_FIELDS)
+    if not isinstance(raw, Mapping):
+        return None  # r.mapping named the error
+    endpoints = _adopt_endpoints(doc, r)
+    client_secret = secret_name(doc, "clientSecret", f"{ADOPT}.clientSecret", r)
+    schemes = {url.split("://", 1)[0] for url in endpoints}
+    if schemes == {"https"} and client_secret is None:
+        r.fail(
+            f"{ADOPT}.clientSecret",
+            "required with https endpoints: the old cluster's CA (ca.crt) and a client certificate"
+            " (tls.crt, tls.key); without that CA the supervisor cannot verify the old servers",
+        )
+    elif schemes == {"http"} and client_secret is not None:
+        r.fail(
+            f"{ADOPT}.clientSecret",
+            "must be absent with http endpoints: a client certificate is only presented over https",
+        )
+    if spec.get("restore") is not None:
+        r.fail(
+            ADOPT,
+            "cannot be set together with spec.restore: both say where a new cluster's data comes from"
+            " (adopt: the running cluster's members; restore: a backup)",
+        )
+    return AdoptSpec(
+        endpoints=endpoints,
+        client_secret=client_secret,
+        peer_ca_secret=secret_name(doc, "peerCASecret", f"{ADOPT}.peerCASecret", r),
+        remove_old=r.boolean(doc, "removeOld", f"{ADOPT}.removeOld", False),
+    )
+
+
+def _adopt_endpoints(doc: Mapping[str, Any], r: Reader) -> tuple[str, ...]:
+    """The old cluster's client URLs: 1 to MAX_SIZE of them, each once, all of one scheme."""
+    path = f"{ADOPT}.endpoints"
+    value = doc.get("endpoints")
+    if value is None:
+        r.fail(
+            path, "required: the client URLs of the running cluster's members, such as https://old-0.old:2379"
+        )
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        r.fail(path, f"must be a non-empty list of client URLs (got {value!r})")
+        return ()
+    if len(value) > MAX_SIZE:
+        r.fail(path, f"may list at most {MAX_SIZE} URLs, the most members a cluster has (got {len(value)})")
+    urls: list[str] = []
+    for i, url in enumerate(value):
+        where = f"{path}[{i}]"
+        if not isinstance(url, str) or not CLIENT_URL_PATTERN.match(url):
+            r.fail(
+                where,
+                "must be an http:// or https:// URL of a host and a port (1-65535), nothing after it,"
+                f" such as https://old-0.old:2379 (got {url!r})",
+            )
+        elif url in urls:
+            r.fail(where, f"lists {url} a second time")
+        else:
+            urls.append(url)
+    if len({url.split("://", 1)[0] for url in urls}) > 1:
+        r.fail(path, "must be all http or all https: one clientSecret (or none) serves every endpoint")
+    return tuple(urls)
 
 
 def parse_maintenance(spec: Mapping[str, Any], r: Reader) -> MaintenanceSpec:

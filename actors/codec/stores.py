@@ -6,15 +6,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from actors.codec.fields import Reader
+from actors.codec.fields import SECRET_NAME_PATTERN, Reader, secret_name
 from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
 
 # Bucket names as the stores define them: S3 3-63 of lowercase letters, digits, dots and
 # hyphens; GCS also underscores (and up to 222 characters with dots, rare enough to refuse).
 S3_BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 GCS_BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
-# A Secret's name (a DNS subdomain); locally also the name of a file next to the manifest.
-SECRET_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # An EtcdBackup's name: Kubernetes allows a DNS subdomain; locally it also becomes <name>.json.
 BACKUP_NAME_PATTERN = SECRET_NAME_PATTERN
 ENDPOINT_PATTERN = re.compile(r"^https?://[^\s/]+(/\S*)?$")
@@ -63,7 +61,7 @@ def _s3_store(doc: Mapping[str, Any], where: str, r: Reader) -> S3Store:
         prefix=_key_prefix(fields, where, r),
         endpoint=_endpoint(fields, where, r),
         region=r.string(fields, "region", f"{where}.region", None),
-        credentials_secret=_secret_name(fields, where, r),
+        credentials_secret=secret_name(fields, "credentialsSecret", f"{where}.credentialsSecret", r),
     )
 
 
@@ -73,7 +71,7 @@ def _gcs_store(doc: Mapping[str, Any], where: str, r: Reader) -> GcsStore:
         bucket=_bucket(fields, where, r, GCS_BUCKET_PATTERN, "3-63 lowercase letters, digits, ., _, -"),
         prefix=_key_prefix(fields, where, r),
         endpoint=_endpoint(fields, where, r),
-        credentials_secret=_secret_name(fields, where, r),
+        credentials_secret=secret_name(fields, "credentialsSecret", f"{where}.credentialsSecret", r),
     )
 
 
@@ -98,10 +96,3 @@ def _endpoint(fields: Mapping[str, Any], where: str, r: Reader) -> str | None:
     if endpoint is not None and not ENDPOINT_PATTERN.match(endpoint):
         r.fail(f"{where}.endpoint", f"must be an http:// or https:// URL (got {endpoint!r})")
     return endpoint
-
-
-def _secret_name(fields: Mapping[str, Any], where: str, r: Reader) -> str | None:
-    name = r.string(fields, "credentialsSecret", f"{where}.credentialsSecret", None)
-    if name is not None and not SECRET_NAME_PATTERN.match(name):
-        r.fail(f"{where}.credentialsSecret", f"must be a Secret name (a DNS subdomain) (got {name!r})")
-    return name

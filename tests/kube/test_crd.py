@@ -1,6 +1,7 @@
 """The EtcdCluster CRD as a real kube-apiserver enforces it: rejections name the field and the
-rule, defaults are filled in, storage class is immutable, even sizes draw a warning from the
-ValidatingAdmissionPolicy, and the scale/status subresources and printer columns work."""
+rule, defaults are filled in, spec.adopt cannot be added or changed later, even sizes draw a
+warning from the ValidatingAdmissionPolicy, and the scale/status subresources and printer
+columns work."""
 
 from __future__ import annotations
 
@@ -118,6 +119,27 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
     assert get(server, kube_namespace, "full")["spec"] == spec
 
 
+def test_a_full_adopt_is_kept_as_written_and_remove_old_defaults_to_false(
+    server: KubeAPIServer, kube_namespace: str
+) -> None:
+    spec = {
+        "adopt": {
+            "endpoints": ["https://old-0.old:2379", "https://10.0.0.7:2379", "https://[fd00::7]:2379"],
+            "clientSecret": "old-client",
+            "peerCASecret": "old-peer-ca",
+            "removeOld": True,
+        }
+    }
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("adopting", spec))
+    assert get(server, kube_namespace, "adopting")["spec"]["adopt"] == spec["adopt"]
+    plain = {"adopt": {"endpoints": ["http://old-0.old:2379"]}}
+    server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("plain", plain))
+    assert get(server, kube_namespace, "plain")["spec"]["adopt"] == {
+        "endpoints": ["http://old-0.old:2379"],
+        "removeOld": False,
+    }
+
+
 # (spec, the field the message must name, a phrase of the rule)
 REJECTED = {
     "size-0": ({"size": 0}, "spec.size", "between 1 and 9"),
@@ -217,6 +239,52 @@ REJECTED = {
         {"restore": {"key": "a.db"}},
         "spec.restore",
         "backupName, or both store and key",
+    ),
+    "adopt-no-endpoints": ({"adopt": {"endpoints": []}}, "spec.adopt.endpoints", "at least 1 items"),
+    "adopt-ten-endpoints": (
+        {"adopt": {"endpoints": [f"http://old-{i}:2379" for i in range(10)]}},
+        "spec.adopt.endpoints",
+        "must have at most 9 items",
+    ),
+    "adopt-endpoint-without-port": (
+        {"adopt": {"endpoints": ["http://old-0.old"]}},
+        "spec.adopt.endpoints",
+        "URLs of a host and a port",
+    ),
+    "adopt-endpoint-with-path": (
+        {"adopt": {"endpoints": ["http://old-0.old:2379/v3"]}},
+        "spec.adopt.endpoints",
+        "URLs of a host and a port",
+    ),
+    "adopt-endpoint-twice": (
+        {"adopt": {"endpoints": ["http://old-0.old:2379", "http://old-0.old:2379"]}},
+        "spec.adopt.endpoints[1]",
+        "Duplicate value",
+    ),
+    "adopt-mixed-schemes": (
+        {"adopt": {"endpoints": ["http://a:2379", "https://b:2379"], "clientSecret": "c"}},
+        "spec.adopt.endpoints",
+        "all http or all https",
+    ),
+    "adopt-https-without-client-secret": (
+        {"adopt": {"endpoints": ["https://a:2379"]}},
+        "spec.adopt.clientSecret",
+        "required with https endpoints",
+    ),
+    "adopt-http-with-client-secret": (
+        {"adopt": {"endpoints": ["http://a:2379"], "clientSecret": "c"}},
+        "spec.adopt.clientSecret",
+        "refused with http ones",
+    ),
+    "adopt-bad-secret-name": (
+        {"adopt": {"endpoints": ["http://a:2379"], "peerCASecret": "Old_CA"}},
+        "spec.adopt.peerCASecret",
+        "should match",
+    ),
+    "adopt-with-restore": (
+        {"adopt": {"endpoints": ["http://a:2379"]}, "restore": {"backupName": "b"}},
+        "spec.adopt",
+        "cannot be set together with spec.restore",
     ),
     "pod-template-owned-label": (
         {"podTemplate": {"metadata": {"labels": {"team": "a", "etcd.io/member": "demo-0"}}}},
@@ -333,6 +401,53 @@ def test_unknown_status_field_is_rejected_under_strict_validation(
         "replace", "--subresource=status", "--validate=strict", "-f", "-", input=json.dumps(obj), check=False
     )
     assert proc.returncode != 0 and 'unknown field "status.leader"' in proc.stderr, proc.stderr
+
+
+class TestAdoptIsReadOnlyWhileTheClusterIsCreated:
+    """spec.adopt names the running cluster a new EtcdCluster's members join: a transition rule
+    refuses to add it to, or change it on, an existing resource, and lets it be removed."""
+
+    ADOPT = {"endpoints": ["http://old-0.old:2379"]}
+
+    def patch(self, server: KubeAPIServer, ns: str, name: str, spec: dict[str, Any]) -> Any:
+        patch = json.dumps({"spec": spec})
+        return server.kubectl(
+            "patch", "etcdcluster", name, "-n", ns, "--type=merge", "-p", patch, check=False
+        )
+
+    @pytest.mark.parametrize(
+        "created,change",
+        [
+            ({}, {"adopt": ADOPT}),
+            ({"adopt": ADOPT}, {"adopt": {"endpoints": ["http://old-1.old:2379"]}}),
+            ({"adopt": ADOPT}, {"adopt": {"removeOld": True}}),
+        ],
+        ids=["added", "endpoints-changed", "remove-old-changed"],
+    )
+    def test_adding_or_changing_it_is_refused(
+        self, server: KubeAPIServer, kube_namespace: str, created: dict[str, Any], change: dict[str, Any]
+    ) -> None:
+        server.kubectl("create", "-n", kube_namespace, "-f", "-", input=manifest("adopt", created))
+        before = get(server, kube_namespace, "adopt")["spec"]
+        proc = self.patch(server, kube_namespace, "adopt", change)
+        assert proc.returncode != 0, "accepted"
+        assert "spec.adopt:" in proc.stderr and "read only while the cluster is created" in proc.stderr, (
+            proc.stderr
+        )
+        assert get(server, kube_namespace, "adopt")["spec"] == before
+
+    def test_removing_it_and_other_edits_are_accepted(
+        self, server: KubeAPIServer, kube_namespace: str
+    ) -> None:
+        server.kubectl(
+            "create", "-n", kube_namespace, "-f", "-", input=manifest("adopted", {"adopt": self.ADOPT})
+        )
+        proc = self.patch(server, kube_namespace, "adopted", {"size": 5})
+        assert proc.returncode == 0, proc.stderr
+        proc = self.patch(server, kube_namespace, "adopted", {"adopt": None})
+        assert proc.returncode == 0, proc.stderr
+        spec = get(server, kube_namespace, "adopted")["spec"]
+        assert "adopt" not in spec and spec["size"] == 5
 
 
 class TestStorageChangesAreAccepted:

@@ -388,3 +388,78 @@ def test_feature_gates_of_the_members_minor_join_the_supervisors_own() -> None:
     assert "'CompactHashCheck' is not Name=true or Name=false" in refused("CompactHashCheck")
     assert "'CompactHashCheck=yes' is not Name=true or Name=false" in refused("CompactHashCheck=yes")
     assert "CompactHashCheck is given twice" in refused("CompactHashCheck=true,CompactHashCheck=false")
+
+
+OLD_TLS = ["https://old-0.old:2379", "https://old-1.old:2379", "https://[fd00::7]:2379"]
+
+
+def adopt(**fields):
+    return doc({"adopt": fields})
+
+
+def test_adopt_is_read_with_remove_old_off_unless_asked_for() -> None:
+    from actors.model import AdoptSpec
+
+    plain = parse_cluster(adopt(endpoints=["http://10.0.0.5:2379"])).spec.adopt
+    assert plain == AdoptSpec(endpoints=("http://10.0.0.5:2379",), remove_old=False)
+    assert plain.tls is False and ClusterSpec().adopt is None
+    spec = parse_cluster(
+        adopt(endpoints=OLD_TLS, clientSecret="old-client", peerCASecret="old-peer-ca", removeOld=True)
+    ).spec.adopt
+    assert spec == AdoptSpec(tuple(OLD_TLS), "old-client", "old-peer-ca", remove_old=True) and spec.tls
+    # Peer TLS and client TLS are independent: plain clients may go with TLS peers, and https
+    # clients with plain peers.
+    tls_peers = parse_cluster(adopt(endpoints=["http://a:2379"], peerCASecret="p")).spec.adopt
+    assert tls_peers.peer_ca_secret == "p" and not tls_peers.tls
+    assert parse_cluster(adopt(endpoints=OLD_TLS[:1], clientSecret="c")).spec.adopt.peer_ca_secret is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({}, "spec.adopt.endpoints", "required"),
+        ({"endpoints": []}, "spec.adopt.endpoints", "non-empty list"),
+        ({"endpoints": "http://a:2379"}, "spec.adopt.endpoints", "non-empty list"),
+        (
+            {"endpoints": [f"http://old-{i}:2379" for i in range(10)]},
+            "spec.adopt.endpoints",
+            "at most 9 URLs",
+        ),
+        ({"endpoints": ["old-0.old:2379"]}, "spec.adopt.endpoints[0]", "http:// or https:// URL"),
+        ({"endpoints": ["http://a:2379", "http://b"]}, "spec.adopt.endpoints[1]", "a host and a port"),
+        ({"endpoints": ["http://a:0"]}, "spec.adopt.endpoints[0]", "(1-65535)"),
+        ({"endpoints": ["http://a:65536"]}, "spec.adopt.endpoints[0]", "(1-65535)"),
+        ({"endpoints": ["http://a:2379/v3"]}, "spec.adopt.endpoints[0]", "nothing after it"),
+        ({"endpoints": ["unix://a:2379"]}, "spec.adopt.endpoints[0]", "http:// or https://"),
+        ({"endpoints": ["http://user@a:2379"]}, "spec.adopt.endpoints[0]", "a host and a port"),
+        ({"endpoints": [2379]}, "spec.adopt.endpoints[0]", "got 2379"),
+        ({"endpoints": ["http://a:2379", "http://a:2379"]}, "spec.adopt.endpoints[1]", "a second time"),
+        (
+            {"endpoints": ["http://a:2379", "https://b:2379"], "clientSecret": "c"},
+            "spec.adopt.endpoints",
+            "all http or all https",
+        ),
+        ({"endpoints": OLD_TLS}, "spec.adopt.clientSecret", "required with https endpoints"),
+        (
+            {"endpoints": ["http://a:2379"], "clientSecret": "c"},
+            "spec.adopt.clientSecret",
+            "must be absent with http endpoints",
+        ),
+        ({"endpoints": OLD_TLS, "clientSecret": "Old_Client"}, "spec.adopt.clientSecret", "a Secret name"),
+        ({"endpoints": OLD_TLS, "clientSecret": "../c"}, "spec.adopt.clientSecret", "DNS subdomain"),
+        ({"endpoints": ["http://a:2379"], "peerCASecret": "a/b"}, "spec.adopt.peerCASecret", "a Secret name"),
+        ({"endpoints": ["http://a:2379"], "peerCASecret": 7}, "spec.adopt.peerCASecret", "must be a string"),
+        ({"endpoints": ["http://a:2379"], "removeOld": "yes"}, "spec.adopt.removeOld", "true or false"),
+        ({"endpoints": ["http://a:2379"], "peerCaSecret": "p"}, "spec.adopt.peerCaSecret", "unknown field"),
+    ],
+)
+def test_each_broken_adopt_rule_names_its_field(fields, field, words) -> None:
+    errors = errors_of(adopt(**fields))
+    assert field in errors, errors
+    assert words in errors[field]
+
+
+def test_adopt_must_be_an_object_and_is_not_taken_with_a_restore() -> None:
+    assert errors_of(doc({"adopt": ["http://a:2379"]})) == {"spec.adopt": "must be an object"}
+    both = doc({"adopt": {"endpoints": ["http://a:2379"]}, "restore": {"backupName": "b"}})
+    assert "both say where a new cluster's data comes from" in errors_of(both)["spec.adopt"]

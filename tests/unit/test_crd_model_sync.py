@@ -41,13 +41,14 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "maintenance": ("maintenance",),
     "disaster_recovery": ("disasterRecovery",),
     "hibernate": ("hibernate",),
+    "adopt": ("adopt",),
 }
 
 
 def camel(name: str) -> str:
     head, *rest = name.split("_")
-    # Kubernetes spells initialisms in capitals: peerURL, not peerUrl.
-    return head + "".join("URL" if part == "url" else part.capitalize() for part in rest)
+    # Kubernetes spells initialisms in capitals: peerURL and peerCASecret, not peerUrl, peerCaSecret.
+    return head + "".join(part.upper() if part in ("url", "ca") else part.capitalize() for part in rest)
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +259,25 @@ def test_printer_columns_and_scale_point_at_real_fields(
         assert exists(column["jsonPath"]), column
     scale = version["subresources"]["scale"]
     assert exists(scale["specReplicasPath"]) and exists(scale["statusReplicasPath"])
+
+
+def test_adopt_keeps_the_models_default_limits_and_rules(schema: dict[str, Any]) -> None:
+    from actors.codec.fields import CLIENT_URL_PATTERN, SECRET_NAME_PATTERN
+
+    adopt = node(schema["spec"], "adopt")
+    # Only endpoints is required; what the API server fills in is the model's default.
+    assert adopt["required"] == ["endpoints"]
+    filled = apply_defaults(adopt, {"endpoints": ["http://a:2379"]})
+    assert filled == {
+        "endpoints": ["http://a:2379"],
+        "removeOld": model.AdoptSpec(("http://a:2379",)).remove_old,
+    }
+    endpoints = node(adopt, "endpoints")
+    assert (endpoints["minItems"], endpoints["maxItems"]) == (1, model.MAX_SIZE)
+    assert cel_regex(endpoints).pattern == CLIENT_URL_PATTERN.pattern
+    for secret in ("clientSecret", "peerCASecret"):
+        field = node(adopt, secret)
+        crd_pattern = re.compile(field["pattern"])
+        for name in ("old-client", "a", "a.b-c", "a" * 253, "a" * 254, "A", "-a", "a/b", "a_b", ""):
+            crd_ok = len(name) <= field["maxLength"] and bool(crd_pattern.match(name))
+            assert crd_ok == bool(SECRET_NAME_PATTERN.match(name)), (secret, name)

@@ -1,6 +1,6 @@
 """Spec changes a running cluster refuses, whatever the document says on its own."""
 
-from actors.model import ClusterSpec, StorageSpec
+from actors.model import AdoptSpec, ClusterSpec, StorageSpec
 from actors.spec_changes import refused_changes
 
 
@@ -48,3 +48,25 @@ def test_minor_downgrades_are_refused_but_3_6_to_3_5_and_patch_downgrades_are_no
     assert fields(ClusterSpec(version="3.5.21"), ClusterSpec(version="3.5.9")) == set()
     # etcd's downgrade API (3.6+) takes the cluster version down one minor.
     assert fields(ClusterSpec(version="3.6.16"), ClusterSpec(version="3.5.35")) == set()
+
+
+OLD = AdoptSpec(endpoints=("http://old-0.old:2379",))
+
+
+def test_adopt_cannot_be_added_to_an_existing_cluster_it_is_read_at_creation():
+    (error,) = refused_changes(ClusterSpec(), ClusterSpec(adopt=OLD))
+    assert error.field == "spec.adopt"
+    assert "cannot be added to an existing cluster" in error.rule
+    assert "read only while the cluster is created" in error.rule
+
+
+def test_adopt_cannot_change_on_an_existing_cluster_but_may_be_removed():
+    for changed in (
+        AdoptSpec(endpoints=("http://old-1.old:2379",)),
+        AdoptSpec(endpoints=OLD.endpoints, remove_old=True),
+        AdoptSpec(endpoints=OLD.endpoints, peer_ca_secret="old-peer-ca"),
+    ):
+        (error,) = refused_changes(ClusterSpec(adopt=OLD), ClusterSpec(adopt=changed))
+        assert error.field == "spec.adopt" and "cannot change on an existing cluster" in error.rule
+    assert fields(ClusterSpec(adopt=OLD), ClusterSpec()) == set()
+    assert fields(ClusterSpec(adopt=OLD), ClusterSpec(adopt=OLD, size=5)) == set()
