@@ -35,7 +35,9 @@ async def write(endpoints: list[str], count: int) -> None:
 
 def new_voters(status: ClusterStatus) -> list[str]:
     voting = (Role.LEADER, Role.FOLLOWER)
-    return [m.client_url for m in status.members if m.name.startswith("demo-") and m.role in voting and m.healthy]
+    return [
+        m.client_url for m in status.members if m.name.startswith("demo-") and m.role in voting and m.healthy
+    ]
 
 
 def only_new_members(status: ClusterStatus) -> bool:

@@ -86,5 +86,7 @@ def test_too_many_members_and_an_unsupported_version_are_refused_by_name():
     step = plan(big, adopting(0))
     assert isinstance(step, Wait) and "spec.adopt" in step.reason and "at most 9" in step.reason
     step = plan(KEEP_OLD, adopting(0, version="3.4.37"))
-    assert isinstance(step, Wait) and "3.4.37" in step.reason and "same minor or the one before" in step.reason
+    assert (
+        isinstance(step, Wait) and "3.4.37" in step.reason and "same minor or the one before" in step.reason
+    )
     assert plan(KEEP_OLD, adopting(0, version="3.5.21")) == AddLearner("demo-0")
