@@ -7,8 +7,10 @@ half-applied.
 
 from __future__ import annotations
 
+import attrs
+
 from actors.codec import SpecError
-from actors.model import ClusterSpec
+from actors.model import AdoptSpec, ClusterSpec
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -37,27 +39,35 @@ def refused_changes(current: ClusterSpec, wanted: ClusterSpec) -> tuple[SpecErro
                 " rotate the certificates inside the Secret instead",
             )
         )
-    if wanted.adopt is not None and wanted.adopt != current.adopt:
-        errors.append(SpecError("spec.adopt", refused_adoption(current)))
+    if _adoption(wanted.adopt) != _adoption(current.adopt):
+        errors.append(SpecError("spec.adopt", refused_adoption(current, wanted)))
     version_error = refused_version_change(current.version, wanted.version)
     if version_error:
         errors.append(SpecError("spec.version", version_error))
     return tuple(errors)
 
 
-def refused_adoption(current: ClusterSpec) -> str:
-    """Why spec.adopt cannot be added or changed on an existing cluster.
+def _adoption(adopt: AdoptSpec | None) -> AdoptSpec | None:
+    """What of spec.adopt may not change: all of it but removeOld."""
+    return None if adopt is None else attrs.evolve(adopt, remove_old=False)
+
+
+def refused_adoption(current: ClusterSpec, wanted: ClusterSpec) -> str:
+    """Why spec.adopt cannot be added, removed or changed on an existing cluster.
 
     It is read only while the cluster is created: the new members join the old cluster then.
     Added later, it would ask a cluster with data and members of its own to join another;
-    changed, it would name a cluster its members never joined. Removing the field changes
-    nothing the supervisor does, so it is accepted.
+    changed, it would name a cluster its members never joined; removed, the old members it
+    names would look like members whose data is lost. removeOld alone may change: adopt first,
+    then retire the old members once satisfied.
     """
-    verb = "be added to" if current.adopt is None else "change on"
+    verb = (
+        "be added to" if current.adopt is None else "be removed from" if wanted.adopt is None else "change on"
+    )
     return (
         f"cannot {verb} an existing cluster: it is read only while the cluster is created, when its"
-        " first members join the running cluster it names; afterwards the data and the membership"
-        " are the cluster's own (removing spec.adopt is allowed)"
+        " first members join the running cluster it names, whose members stay members until removeOld"
+        " retires them (only removeOld may change)"
     )
 
 

@@ -405,7 +405,7 @@ def test_unknown_status_field_is_rejected_under_strict_validation(
 
 class TestAdoptIsReadOnlyWhileTheClusterIsCreated:
     """spec.adopt names the running cluster a new EtcdCluster's members join: a transition rule
-    refuses to add it to, or change it on, an existing resource, and lets it be removed."""
+    refuses to add it to, remove it from or change it on an existing resource, but for removeOld."""
 
     ADOPT = {"endpoints": ["http://old-0.old:2379"]}
 
@@ -420,9 +420,10 @@ class TestAdoptIsReadOnlyWhileTheClusterIsCreated:
         [
             ({}, {"adopt": ADOPT}),
             ({"adopt": ADOPT}, {"adopt": {"endpoints": ["http://old-1.old:2379"]}}),
-            ({"adopt": ADOPT}, {"adopt": {"removeOld": True}}),
+            ({"adopt": ADOPT}, {"adopt": {"peerCASecret": "old-peer-ca"}}),
+            ({"adopt": ADOPT}, {"adopt": None}),
         ],
-        ids=["added", "endpoints-changed", "remove-old-changed"],
+        ids=["added", "endpoints-changed", "peer-ca-added", "removed"],
     )
     def test_adding_or_changing_it_is_refused(
         self, server: KubeAPIServer, kube_namespace: str, created: dict[str, Any], change: dict[str, Any]
@@ -436,7 +437,7 @@ class TestAdoptIsReadOnlyWhileTheClusterIsCreated:
         )
         assert get(server, kube_namespace, "adopt")["spec"] == before
 
-    def test_removing_it_and_other_edits_are_accepted(
+    def test_remove_old_and_other_edits_are_accepted(
         self, server: KubeAPIServer, kube_namespace: str
     ) -> None:
         server.kubectl(
@@ -444,10 +445,10 @@ class TestAdoptIsReadOnlyWhileTheClusterIsCreated:
         )
         proc = self.patch(server, kube_namespace, "adopted", {"size": 5})
         assert proc.returncode == 0, proc.stderr
-        proc = self.patch(server, kube_namespace, "adopted", {"adopt": None})
+        proc = self.patch(server, kube_namespace, "adopted", {"adopt": {"removeOld": True}})
         assert proc.returncode == 0, proc.stderr
         spec = get(server, kube_namespace, "adopted")["spec"]
-        assert "adopt" not in spec and spec["size"] == 5
+        assert spec["adopt"]["removeOld"] is True and spec["size"] == 5
 
 
 class TestStorageChangesAreAccepted:

@@ -60,13 +60,15 @@ def test_adopt_cannot_be_added_to_an_existing_cluster_it_is_read_at_creation():
     assert "read only while the cluster is created" in error.rule
 
 
-def test_adopt_cannot_change_on_an_existing_cluster_but_may_be_removed():
+def test_adopt_cannot_change_or_go_on_an_existing_cluster_but_remove_old_may():
     for changed in (
         AdoptSpec(endpoints=("http://old-1.old:2379",)),
-        AdoptSpec(endpoints=OLD.endpoints, remove_old=True),
         AdoptSpec(endpoints=OLD.endpoints, peer_ca_secret="old-peer-ca"),
     ):
         (error,) = refused_changes(ClusterSpec(adopt=OLD), ClusterSpec(adopt=changed))
         assert error.field == "spec.adopt" and "cannot change on an existing cluster" in error.rule
-    assert fields(ClusterSpec(adopt=OLD), ClusterSpec()) == set()
+    (error,) = refused_changes(ClusterSpec(adopt=OLD), ClusterSpec())
+    assert error.field == "spec.adopt" and "cannot be removed from an existing cluster" in error.rule
+    retire = AdoptSpec(endpoints=OLD.endpoints, remove_old=True)
+    assert fields(ClusterSpec(adopt=OLD), ClusterSpec(adopt=retire)) == set()
     assert fields(ClusterSpec(adopt=OLD), ClusterSpec(adopt=OLD, size=5)) == set()
