@@ -397,6 +397,8 @@ def parse_adopt(spec: Mapping[str, Any], r: Reader) -> AdoptSpec | None:
             f"{ADOPT}.clientSecret",
             "must be absent with http endpoints: a client certificate is only presented over https",
         )
+    peer_ca_secret = secret_name(doc, "peerCASecret", f"{ADOPT}.peerCASecret", r)
+    _adopt_tls_matches(spec, schemes, peer_ca_secret, r)
     if spec.get("restore") is not None:
         r.fail(
             ADOPT,
@@ -406,9 +408,33 @@ def parse_adopt(spec: Mapping[str, Any], r: Reader) -> AdoptSpec | None:
     return AdoptSpec(
         endpoints=endpoints,
         client_secret=client_secret,
-        peer_ca_secret=secret_name(doc, "peerCASecret", f"{ADOPT}.peerCASecret", r),
+        peer_ca_secret=peer_ca_secret,
         remove_old=r.boolean(doc, "removeOld", f"{ADOPT}.removeOld", False),
     )
+
+
+def _adopt_tls_matches(
+    spec: Mapping[str, Any], schemes: set[str], peer_ca_secret: str | None, r: Reader
+) -> None:
+    """The new members speak to the old ones as the old ones speak: TLS everywhere or nowhere.
+    (The supervisor runs clients and peers of one cluster with one posture.)"""
+    security = spec.get("security")
+    tls = security.get("tls") if isinstance(security, Mapping) else None
+    enabled = tls.get("enabled", True) if isinstance(tls, Mapping) else True
+    if schemes == {"http"} and enabled is True:
+        r.fail(
+            f"{ADOPT}.endpoints",
+            "http endpoints (a cluster without TLS) need spec.security.tls.enabled: false: the old members"
+            " speak plain HTTP to their peers, so the new members must too",
+        )
+    elif schemes == {"https"} and enabled is False:
+        r.fail(f"{ADOPT}.endpoints", "https endpoints need spec.security.tls.enabled: true (its default)")
+    elif schemes == {"https"} and peer_ca_secret is None:
+        r.fail(
+            f"{ADOPT}.peerCASecret",
+            "required with https endpoints: the old cluster's peer CA (ca.crt, ca.key), which signs the"
+            " new members' peer certificates so that the old members accept them",
+        )
 
 
 def _adopt_endpoints(doc: Mapping[str, Any], r: Reader) -> tuple[str, ...]:

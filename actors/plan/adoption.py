@@ -32,6 +32,14 @@ def _refusal(spec: ClusterSpec, observed: Observed, old: list[EtcdMember]) -> st
             f"spec.adopt: the cluster to adopt has {len(old)} members, and {spec.size} new ones would"
             f" make {len(old) + spec.size}: etcd allows at most {MAX_MEMBERS}"
         )
+    scheme = "https" if spec.tls_enabled else "http"
+    other = sorted(url for m in old for url in m.peer_urls if not url.startswith(f"{scheme}://"))
+    if other:
+        return (
+            f"spec.adopt: the old members' peer URLs ({', '.join(other)}) do not use {scheme}, as members"
+            f" with spec.security.tls.enabled: {str(spec.tls_enabled).lower()} do: the new members speak"
+            " to their peers as the old ones do, or not at all"
+        )
     versions = {h.version for h in observed.foreign.values() if h is not None and h.version}
     wanted = _minor(spec.version)
     unsupported = sorted(v for v in versions if _minor(v) not in (wanted, (wanted[0], wanted[1] - 1)))

@@ -113,11 +113,13 @@ async def open_local_supervisor(
     keys: BackupKeySource | None = None,
     etcd_dir: Path | None = None,
     leave_members_running: bool = False,
+    secrets_dir: Path | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (the local runtime and admins, open_supervisor) with an in-memory
     recorder as the sinks. `stores`: where restores come from, `keys` their decryption keys
     (backups are the caller's `children`, at the pace it sets); `wrap`: a test's variant of the
-    platform (faults); `leave_members_running`: etcd keeps serving after it, for the next one to adopt."""
+    platform (faults); `leave_members_running`: etcd keeps serving after it, for the next one to adopt;
+    `secrets_dir`: where Secrets named by a spec are directories (spec.adopt's)."""
     recorder = Recorder()
     async with (
         open_asyncio_loop(),
@@ -130,7 +132,7 @@ async def open_local_supervisor(
             runtime,
             recorder,
             recorder,
-            local_admins(runtime, timing),
+            local_admins(runtime, timing, secrets_dir=secrets_dir),
             restorer,
             certificates=runtime.certificates(),
         )

@@ -90,3 +90,11 @@ def test_too_many_members_and_an_unsupported_version_are_refused_by_name():
         isinstance(step, Wait) and "3.4.37" in step.reason and "same minor or the one before" in step.reason
     )
     assert plan(KEEP_OLD, adopting(0, version="3.5.21")) == AddLearner("demo-0")
+
+
+def test_old_members_whose_peers_speak_another_scheme_are_refused_by_name():
+    tls = attrs.evolve(KEEP_OLD, tls_enabled=True)  # the old members' peer URLs are http
+    step = plan(tls, adopting(0))
+    assert (
+        isinstance(step, Wait) and "http://10.0.0.1:2380" in step.reason and "do not use https" in step.reason
+    )
