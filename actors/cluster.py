@@ -343,7 +343,9 @@ class ClusterActor(Actor[ClusterMessage]):
 
     async def _probe_foreign(self, adopt: AdoptSpec | None) -> None:
         """An adopting cluster's old members and their health (they have no member actor)."""
-        old = foreign_members.unowned(self._runtime, self._membership) if adopt is not None else []
+        if adopt is None:
+            return  # no checkpoint: a cluster of our own observes with the awaits it always had
+        old = foreign_members.unowned(self._runtime, self._membership)
         if old or self._membership is not None:
             self._foreign_seen = tuple(old)
         self._foreign = await foreign_members.probe(self._ports.admin, old, self._timing.call_timeout)

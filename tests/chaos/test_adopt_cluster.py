@@ -70,7 +70,9 @@ async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(
     tmp_path: Path, with_tls: bool
 ) -> None:
     checker_or_skip()
-    with running_cluster(built_or_skip(VERSION), tmp_path / "old", size=3, tls=with_tls, peer_tls=with_tls) as old:
+    with running_cluster(
+        built_or_skip(VERSION), tmp_path / "old", size=3, tls=with_tls, peer_tls=with_tls
+    ) as old:
         old_urls = list(old.endpoints)
         if with_tls:
             tls, adopt = old_secrets(old, tmp_path / "secrets")
