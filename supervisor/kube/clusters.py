@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,12 @@ class SecretTlsAdmin:
         files_dir: Path,
         call_timeout: float,
         voters: VoterLabels | None = None,
+        seed: Callable[[], Awaitable[None]] | None = None,
     ):
         self._client = client
+        # Makes the TLS Secret where the operator must reach members before making any (an
+        # adopted cluster's, supervisor/kube/adopted_tls.py).
+        self._seed = seed
         # The disruption budget follows every membership read and change (voter_labels.py).
         self._voters = voters
         self._ref = ref
@@ -99,6 +104,8 @@ class SecretTlsAdmin:
         return self._inner
 
     async def _tls_config(self) -> TlsFiles:
+        if self._seed is not None:
+            await self._seed()
         return await write_client_tls(self._client, self._ref, self._files_dir)
 
     async def aclose(self) -> None:
@@ -228,6 +235,8 @@ class KubeClusters:
         keys = SecretKeys(ports.client)
 
         def admin_for(resource: ClusterResource) -> EtcdAdmin:
+            adopting = resource.spec.adopt is not None and resource.spec.tls_enabled
+            seed = partial(ports.runtime.seed_adopted_tls, resource) if adopting else None
             return SecretTlsAdmin(
                 ports.client,
                 resource.ref,
@@ -235,6 +244,7 @@ class KubeClusters:
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
                 voters=VoterLabels(ports.client, resource.ref, ports.runtime.voter_budgets),
+                seed=seed,
             )
 
         return Platform(

@@ -24,10 +24,18 @@ import trio
 
 from actors.codec import parse_spec
 from actors.errors import CertificatesRefused, RuntimeRefused
-from actors.model import ClusterRef, ClusterSpec, MemberConfig, MemberLaunch, MemberUrls, RuntimeMember
+from actors.model import (
+    ClusterRef,
+    ClusterResource,
+    ClusterSpec,
+    MemberConfig,
+    MemberLaunch,
+    MemberUrls,
+    RuntimeMember,
+)
 from actors.ports import MemberChanged
 from supervisor.etcd.addresses import KNOWN, UNADDRESSED
-from supervisor.kube import byo_tls
+from supervisor.kube import adopted_tls, byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
@@ -191,6 +199,12 @@ class KubeRuntime:
                 nursery.start_soon(self._copy_brought_tls, owner, spec.tls_secret)
             nursery.start_soon(self._warm.sweep, owner.ref)
         self._ensured_at[owner.uid] = trio.current_time()
+
+    async def seed_adopted_tls(self, resource: ClusterResource) -> None:
+        """An adopting TLS cluster's Secret, signed by the old cluster's CA (adopted_tls.py)."""
+        await adopted_tls.seed_adopted_tls(
+            self._client, resource, cluster_domain=self._cluster_domain, now=self._now
+        )
 
     # --- MemberRuntime -----------------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """spec.adopt on real etcd processes, locally: a three-member cluster started by hand (not by the
 supervisor), plain or with TLS, is taken over live under a client workload. With TLS the old
-cluster's CA (given as directories, the local form of Secrets) signs the new members' certificates,
-and the old clients' certificates keep working on the new members. New members join it as learners and are
-promoted; with removeOld the old members then leave, leadership moved off them first. Every key
-keeps its value and revision, the old members are no longer members, and the clients' history
-(first against the old endpoints, then the new ones) is linearizable (porcupine)."""
+cluster's CA (given as directories, the local form of Secrets) signs the new members'
+certificates, and the old clients' certificates keep working on the new members. New members
+join it as learners and are promoted; with removeOld the old members then leave, leadership
+moved off them first. Every key keeps its value and revision, the old members are no longer
+members, and the clients' history (first against the old endpoints, then the new ones) is
+linearizable (porcupine)."""
 
 from __future__ import annotations
 
@@ -13,52 +14,25 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.model import AdoptSpec, ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, Role
-from supervisor.etcd.client import open_etcd_client
-from supervisor.etcd.tls import TlsFiles
+from actors.model import AdoptSpec, ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor
-from tests.harness.etcd import EtcdCluster, running_cluster
+from tests.harness.adoption import (
+    CLIENT_SECRET,
+    PEER_CA_SECRET,
+    contents,
+    member_names,
+    new_voters,
+    old_client_tls,
+    old_secrets,
+    write,
+    write_secret_dirs,
+)
+from tests.harness.etcd import running_cluster
 from tests.harness.etcd_versions import built_or_skip
 from tests.harness.history import KvWorkload, checker_or_skip
 
 REF = ClusterRef("default", "demo")
 VERSION = ClusterSpec().version  # the old cluster runs what a new one would
-
-
-async def contents(endpoints: list[str], tls: TlsFiles | None) -> dict[bytes, tuple[bytes, int]]:
-    """Every key under data/ with its value and the revision it was last written at."""
-    async with open_etcd_client(endpoints, tls=tls, call_timeout=5.0) as etcd:
-        return {kv.key: (kv.value, kv.mod_revision) for kv in await etcd.range(b"data/", b"data0")}
-
-
-async def write(endpoints: list[str], tls: TlsFiles | None, count: int) -> None:
-    async with open_etcd_client(endpoints, tls=tls, call_timeout=5.0) as etcd:
-        for n in range(count):
-            await etcd.put(f"data/{n:05d}".encode(), f"value {n}".encode())
-
-
-def old_secrets(old: EtcdCluster, secrets: Path) -> tuple[TlsFiles, AdoptSpec]:
-    """The old cluster's client identity, and its CA as the Secrets spec.adopt names (locally:
-    directories of files)."""
-    files = old.tls
-    assert files is not None
-    client, peer_ca = secrets / "old-client", secrets / "old-peer-ca"
-    for directory, content in (
-        (client, {"ca.crt": files.ca, "tls.crt": files.client_cert, "tls.key": files.client_key}),
-        (peer_ca, {"ca.crt": files.ca, "ca.key": files.ca.with_name("ca-key.pem")}),
-    ):
-        directory.mkdir(parents=True)
-        for name, source in content.items():
-            (directory / name).write_bytes(source.read_bytes())
-    tls = TlsFiles(files.ca, files.client_cert, files.client_key)
-    return tls, AdoptSpec(tuple(old.endpoints), client.name, peer_ca.name, remove_old=True)
-
-
-def new_voters(status: ClusterStatus) -> list[str]:
-    voting = (Role.LEADER, Role.FOLLOWER)
-    return [
-        m.client_url for m in status.members if m.name.startswith("demo-") and m.role in voting and m.healthy
-    ]
 
 
 def only_new_members(status: ClusterStatus) -> bool:
@@ -75,7 +49,9 @@ async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(
     ) as old:
         old_urls = list(old.endpoints)
         if with_tls:
-            tls, adopt = old_secrets(old, tmp_path / "secrets")
+            write_secret_dirs(old_secrets(old), tmp_path / "secrets")
+            tls = old_client_tls(old)
+            adopt = AdoptSpec(tuple(old_urls), CLIENT_SECRET, PEER_CA_SECRET, remove_old=True)
         else:
             tls, adopt = None, AdoptSpec(tuple(old_urls), remove_old=True)
         spec = ClusterSpec(size=3, tls_enabled=with_tls, adopt=adopt)
@@ -99,8 +75,7 @@ async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(
                 nursery.cancel_scope.cancel()
 
             after = await contents(new_urls, tls)
-            async with open_etcd_client(new_urls, tls=tls, call_timeout=5.0) as etcd:
-                names = sorted(m.name for m in await etcd.member_list())
+            names = await member_names(new_urls, tls)
             events = [(reason, message) for ref, reason, message in sup.recorder.events if ref == REF]
 
     assert names == ["demo-0", "demo-1", "demo-2"]
