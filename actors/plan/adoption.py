@@ -57,6 +57,10 @@ def _minor(version: str) -> tuple[int, int]:
 
 
 def _retire(observed: Observed, old: list[EtcdMember]) -> Step:
+    # Who leads, as answers asked before the last step tell it, may be who led before a move.
+    unconfirmed = sorted(observed.answered_before_step & set(observed.health))
+    if unconfirmed:
+        return Wait(f"the old members leave once {', '.join(unconfirmed)} answered since the last step")
     # An old member that does not answer goes first: removing it costs nothing.
     victim = min(old, key=lambda m: (observed.healthy(m), m.name))
     if victim.id == observed.leader_id():

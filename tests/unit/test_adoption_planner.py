@@ -98,3 +98,9 @@ def test_old_members_whose_peers_speak_another_scheme_are_refused_by_name():
     assert (
         isinstance(step, Wait) and "http://10.0.0.1:2380" in step.reason and "do not use https" in step.reason
     )
+
+
+def test_no_old_member_leaves_on_answers_asked_before_the_last_step():
+    view = attrs.evolve(adopting(3, old_leader=True), answered_before_step=frozenset({"demo-1"}))
+    step = plan(REMOVE_OLD, view)
+    assert isinstance(step, Wait) and "demo-1 answered since the last step" in step.reason
