@@ -157,16 +157,30 @@ class GcsStore:
 
 
 @frozen
+class AzureStore:
+    container: str
+    prefix: str = ""
+    # The blob service's URL with the account: Azurite's http://host:10000/devstoreaccount1, a
+    # private endpoint; None: https://<account>.blob.core.windows.net.
+    endpoint: str | None = None
+    credentials_secret: str | None = None
+
+    def describe(self) -> str:
+        return f"azure container {self.container!r}" + (f" at {self.endpoint}" if self.endpoint else "")
+
+
+@frozen
 class StoreSpec:
-    """Where backups go: exactly one of local, s3, gcs (codec.parse_store enforces it)."""
+    """Where backups go: exactly one of local, s3, gcs, azure (codec.parse_store enforces it)."""
 
     local: LocalStore | None = None
     s3: S3Store | None = None
     gcs: GcsStore | None = None
+    azure: AzureStore | None = None
 
     @property
-    def chosen(self) -> LocalStore | S3Store | GcsStore:
-        for store in (self.local, self.s3, self.gcs):
+    def chosen(self) -> LocalStore | S3Store | GcsStore | AzureStore:
+        for store in (self.local, self.s3, self.gcs, self.azure):
             if store is not None:
                 return store
         raise ValueError("a StoreSpec names no store")

@@ -307,7 +307,7 @@ def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
         max_age = None
     store = None
     if doc.get("store") is None:
-        r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs)")
+        r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs, azure)")
     else:
         store = parse_store(doc.get("store"), "spec.backup.store", r)
     return BackupSpec(
