@@ -1,0 +1,126 @@
+"""Bitnami's image family on a real node, with an image of Bitnami's layout whose scripts are traps.
+
+Bitnami's own scripts manage membership by themselves (with ETCD_ON_K8S=yes their start-up
+removes the learner the supervisor added and re-adds itself as a voter; their preStop removes
+the member), so the supervisor must run only the image's etcd binary. The image here
+(images.bitnami_archive) has the layout (binaries under /opt/bitnami/etcd/bin, user 1001, a
+volume at /bitnami/etcd) and, where Bitnami's entrypoint, run.sh and prestop.sh are, scripts
+that print TRAP_LINE and exit 1: a pod that ever ran one fails and leaves the line in its log.
+
+The node's volumes come from the in-tree hostPath provisioner: root's directories, and no
+fsGroup applied to them, so uid 1001 can write its data only if the supervisor gives it the
+volume first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from supervisor.kube import manifests as m
+from tests.harness import images
+from tests.harness.cluster import Cluster
+from tests.harness.components import require
+from tests.harness.formation import assert_no_member_failed, form_cluster, wait_for
+from tests.harness.members_on_nodes import at_full_size, live_members
+from tests.harness.node import ROOT
+from tests.harness.watch import KubectlWatch
+
+NAME = "bit"
+# One line per event of any pod in the namespace: member, warm or otherwise.
+POD_LINE = "{.metadata.uid} {.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{'\\n'}"
+
+
+def test_a_bitnami_layout_cluster_forms_scales_and_heals_without_running_its_scripts(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path
+) -> None:
+    if e2e_cluster.node is None:  # an external cluster (E2E_KUBECONFIG): no component is missing
+        pytest.skip("the Bitnami-layout image is built and imported on the built-in node only")
+    # etcd 3.5, as Bitnami's last images shipped; the tag is the version, without "v".
+    bin_dir = require("etcd 3.5", partial(images.built_etcd, "3.5"))
+    archive, version = require("bitnami image", lambda: images.bitnami_archive(ROOT / "images", bin_dir))
+    e2e_cluster.node.import_image(archive)
+    ns = e2e_namespace
+    started = time.monotonic()
+
+    with KubectlWatch(e2e_cluster.kubeconfig, ["pods", "-n", ns], POD_LINE) as every_pod:
+        seconds, seen = form_cluster(
+            e2e_cluster, ns, NAME, tls=True, version=version, repository=images.BITNAMI_REPOSITORY
+        )
+        print(f"\nBitnami-layout EtcdCluster (3 members, TLS): apply -> Running in {seconds:.2f}s")
+        assert_no_member_failed(seen)
+
+        for size in (5, 3):
+            start = time.monotonic()
+            e2e_cluster.kubectl("scale", "-n", ns, f"etcdcluster/{NAME}", f"--replicas={size}")
+            at_size = partial(settled, e2e_cluster, ns, size)
+            wait_for(f"{NAME} at {size} voting members", at_size, 180, poll=0.5)
+            print(f"kubectl scale -> {size}: settled in {time.monotonic() - start:.2f}s")
+
+        old = e2e_cluster.get_json("pod", f"{NAME}-1", namespace=ns)["metadata"]["uid"]
+        start = time.monotonic()
+        e2e_cluster.kubectl("delete", "pod", "-n", ns, f"{NAME}-1", "--wait=false")
+
+        def healed() -> bool:
+            pod = e2e_cluster.kubectl("get", "pod", "-n", ns, f"{NAME}-1", "-o", "json", check=False)
+            return not pod.returncode and json.loads(pod.stdout)["metadata"]["uid"] != old and settled(
+                e2e_cluster, ns, 3
+            )
+
+        wait_for(f"{NAME}-1 replaced and 3 ready voters", healed, 180, poll=0.5)
+        print(f"member pod deleted -> 3 ready voters again in {time.monotonic() - start:.2f}s")
+        pod_events = every_pod.drain()
+
+    # No pod ever ran a trap: not in any container's log (the previous run's too), not in a
+    # member's exit the operator logged before replacing its pod, and no pod failed on its
+    # own (pods deleted by the scale-down, the heal or the operator end as Failed too: etcd
+    # dies of the SIGTERM; those carry a deletionTimestamp).
+    trapped = trap_lines(e2e_cluster, ns)
+    assert not trapped, trapped
+    assert "TRAP:" not in operator.read_text(errors="replace")
+    failed = sorted({f[1] for f in map(str.split, pod_events) if f[2:3] == ["Failed"] and len(f) == 3})
+    assert not failed, f"pods failed without being deleted: {failed}"
+    # restartPolicy Never: an etcd that exits is a new pod (the check above), never a restart.
+    restarts = {
+        (p["metadata"]["name"], c["name"]): c["restartCount"]
+        for p in e2e_cluster.get_json("pods", namespace=ns)["items"]
+        for c in (p.get("status") or {}).get("containerStatuses") or []
+        if c["restartCount"]
+    }
+    assert not restarts, restarts
+
+    # The condition the init container is for: the claims are hostPath volumes (no fsGroup),
+    # and etcd's data on them is uid 1001's.
+    for pod in live_members(e2e_cluster, ns, NAME):
+        name = pod["metadata"]["name"]
+        claim = e2e_cluster.get_json("pvc", m.volume_claim_name(name), namespace=ns)
+        volume = e2e_cluster.get_json("pv", claim["spec"]["volumeName"])
+        assert "hostPath" in volume["spec"], volume["spec"]
+        stat = ["stat", "-c", "%u", "/bitnami/etcd", "/bitnami/etcd/data"]
+        owners = e2e_cluster.kubectl("exec", "-n", ns, name, "-c", "etcd", "--", *stat).stdout.split()
+        assert owners == ["1001", "1001"], (name, owners)
+    print(f"whole test on the node: {time.monotonic() - started:.1f}s")
+
+
+def settled(cluster: Cluster, namespace: str, size: int) -> bool:
+    status = cluster.get_json("etcdcluster", NAME, namespace=namespace).get("status") or {}
+    return status.get("phase") == "Running" and at_full_size(cluster, namespace, NAME, size)
+
+
+def trap_lines(cluster: Cluster, namespace: str) -> list[str]:
+    """Every log line of a trap, of any container of any pod in `namespace`, with where it was;
+    the run before the last too, for a container that restarted."""
+    found = []
+    for pod in cluster.get_json("pods", namespace=namespace)["items"]:
+        name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            runs = [["logs"], ["logs", "--previous"]] if c.get("restartCount") else [["logs"]]
+            for run in runs:
+                out = cluster.kubectl(*run, "-n", namespace, name, "-c", c["name"], check=False)
+                found += [f"{name}/{c['name']}: {ln}" for ln in out.stdout.splitlines() if "TRAP:" in ln]
+    return found
