@@ -64,7 +64,7 @@ class ImageFamily(enum.StrEnum):
     """Container images configure etcd differently; detected from the repository."""
 
     OFFICIAL = "official"  # quay.io/coreos/etcd, gcr.io/etcd-development/etcd: flags, tag "v3.5.21"
-    BITNAMI = "bitnami"  # bitnami/etcd: ETCD_* environment and its own scripts, tag "3.5.21"
+    BITNAMI = "bitnami"  # bitnami/etcd: its binaries under /opt/bitnami, uid 1001, tag "3.5.21"
 
 
 @frozen

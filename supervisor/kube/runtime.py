@@ -125,8 +125,8 @@ class KubeRuntime:
     """actors.ports.MemberRuntime over pods and volume claims.
 
     watch_members needs `run()` running (the pod and claim watches) to deliver anything.
-    cluster_domain is the Kubernetes cluster's DNS domain: new members' URLs, certificate SANs
-    and Bitnami's ETCD_CLUSTER_DOMAIN are fully qualified under it.
+    cluster_domain is the Kubernetes cluster's DNS domain: new members' URLs and certificate
+    SANs are fully qualified under it.
     """
 
     def __init__(
@@ -311,7 +311,6 @@ class KubeRuntime:
             owner,
             launch,
             consecutive_failures=failures,
-            cluster_domain=self._cluster_domain,
             voter=budget is not None and launch.name in budget.voters,
             trust=trust,
             avoid_nodes=self._nodes_to_avoid(launch.cluster),
