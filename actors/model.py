@@ -242,6 +242,48 @@ class RestoreSpec:
         return what if self.revision is None else f"{what} at revision {self.revision}"
 
 
+class PermissionType(enum.StrEnum):
+    READ = "read"
+    WRITE = "write"
+    READWRITE = "readwrite"
+
+
+@frozen
+class Permission:
+    """One key (or, with prefix, every key under it) a role may read, write or both."""
+
+    type: PermissionType
+    key: str
+    prefix: bool = False
+
+
+@frozen
+class RoleSpec:
+    name: str
+    permissions: tuple[Permission, ...] = ()
+
+
+@frozen
+class UserSpec:
+    name: str
+    roles: tuple[str, ...] = ()
+    # A Secret (locally: <state-dir>/<ns>/<cluster>/users/<user>/) the supervisor writes the
+    # user's client certificate to (CN = the user's name: etcd's user for the certificate).
+    client_cert_secret: str | None = None
+    # A Secret (locally: a file next to the manifest) whose key `password` is the user's
+    # password; None: the user has none (certificate only).
+    password_secret: str | None = None
+
+
+@frozen
+class AuthSpec:
+    """spec.security.auth: etcd's own users and roles, reconciled from the spec."""
+
+    enabled: bool = False
+    users: tuple[UserSpec, ...] = ()
+    roles: tuple[RoleSpec, ...] = ()
+
+
 @frozen
 class AdoptSpec:
     """spec.adopt: take over a running etcd cluster, read while the cluster is created.
@@ -401,6 +443,9 @@ class ClusterSpec:
     hibernate: bool = False
     # spec.adopt: the running cluster this one takes over (None: a new cluster of its own).
     adopt: AdoptSpec | None = None
+    auth: AuthSpec = field(factory=AuthSpec)
+    # spec.security.networkPolicy (Kubernetes only): a NetworkPolicy per cluster.
+    network_policy: bool = True
 
     @property
     def image_family(self) -> ImageFamily:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actors.codec.auth import parse_auth
 from actors.codec.fields import (
     CLIENT_URL_PATTERN,
     QUANTITY_PATTERN,
@@ -34,6 +35,7 @@ from actors.model import (
     MIN_CERT_VALIDITY_SECONDS,
     MIN_SIZE,
     AdoptSpec,
+    AuthSpec,
     AutoCompactionSpec,
     BackupSpec,
     CertificatesSpec,
@@ -99,7 +101,10 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
 
     storage = _storage(spec, r)
 
-    tls = _tls(spec, r)
+    security = _security(spec, r)
+    tls = r.mapping(
+        security, "tls", "spec.security.tls", {"enabled", "certificates", "secretRef", "issuerRef"}
+    )
     resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
     debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
     health = r.mapping(spec, "health", "spec.health", {"unresponsiveAfter"})
@@ -126,6 +131,8 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         disaster_recovery=_disaster_recovery(spec, r),
         hibernate=r.boolean(spec, "hibernate", "spec.hibernate", False),
         adopt=parse_adopt(spec, r),
+        auth=_auth(security, tls, r),
+        network_policy=r.boolean(security, "networkPolicy", "spec.security.networkPolicy", True),
     )
 
 
@@ -204,11 +211,18 @@ def _feature_gates(value: str, minor: str, where: str, r: Reader) -> bool:
     return ok
 
 
-def _tls(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
-    security = r.mapping(spec, "security", "spec.security", {"tls"})
-    return r.mapping(
-        security, "tls", "spec.security.tls", {"enabled", "certificates", "secretRef", "issuerRef"}
-    )
+def _security(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
+    return r.mapping(spec, "security", "spec.security", {"tls", "auth", "networkPolicy"})
+
+
+def _auth(security: Mapping[str, Any], tls: Mapping[str, Any], r: Reader) -> AuthSpec:
+    auth = parse_auth(security, r)
+    if auth.enabled and tls.get("enabled", True) is False:
+        r.fail(
+            "spec.security.auth.enabled",
+            "needs spec.security.tls.enabled: the supervisor authenticates to etcd by its client certificate",
+        )
+    return auth
 
 
 SECRET_REF = "spec.security.tls.secretRef"

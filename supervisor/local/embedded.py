@@ -22,7 +22,7 @@ from actors.model import ClusterRef, ClusterStatus, Phase, StoreSpec
 from actors.platform import Platform, open_supervisor
 from actors.store_port import ObjectStore
 from supervisor.aio import open_asyncio_loop
-from supervisor.local.platform import local_admins
+from supervisor.local.platform import local_admins, local_auth
 from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.runtime import Intensity
@@ -135,6 +135,7 @@ async def open_local_supervisor(
             local_admins(runtime, timing, secrets_dir=secrets_dir),
             restorer,
             certificates=runtime.certificates(),
+            auth_for=local_auth(runtime, timing, secrets_dir=secrets_dir or state_dir),
         )
         async with open_supervisor(
             wrap(platform) if wrap else platform,

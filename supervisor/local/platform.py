@@ -11,11 +11,12 @@ from pathlib import Path
 from actors.cluster_context import Timing
 from actors.model import AdoptSpec, ClusterRef, ClusterResource
 from actors.platform import AdminFactory, Platform
-from actors.ports import ClusterSinks, EtcdAdmin
+from actors.ports import AuthFactory, ClusterSinks, EtcdAdmin
 from supervisor.adopted_ca import AdoptionRefused, adopted_ca
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.backups import LocalKeyFiles, local_store_opener, local_stores, verifiers_or_warn
+from supervisor.local.etcd_auth import LocalEtcdAuth
 from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime
 
@@ -46,6 +47,7 @@ def local_platform(
         verifier=verifiers_or_warn(runtime, scratch_dir),
         requests=requests,
         certificates=runtime.certificates(),
+        auth_for=local_auth(runtime, timing, secrets_dir=manifest_dir),
     )
 
 
@@ -63,6 +65,11 @@ def local_admins(runtime: LocalRuntime, timing: Timing, *, secrets_dir: Path | N
         return EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
 
     return admin_for
+
+
+def local_auth(runtime: LocalRuntime, timing: Timing, *, secrets_dir: Path) -> AuthFactory:
+    """Each cluster's etcd users and roles (spec.security.auth); passwords from `secrets_dir`."""
+    return lambda ref: LocalEtcdAuth(runtime, ref, secrets_dir=secrets_dir, call_timeout=timing.call_timeout)
 
 
 def _seed_adopted_ca(runtime: LocalRuntime, ref: ClusterRef, adopt: AdoptSpec, secrets_dir: Path) -> None:

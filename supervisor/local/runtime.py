@@ -169,6 +169,10 @@ class LocalRuntime:
             certificates=certificates,
         )
 
+    @property
+    def layout(self) -> StateLayout:
+        return self._layout
+
     def seed_ca(self, cluster: ClusterRef, ca: pki.KeyPair) -> None:
         """The CA of a cluster being adopted, before client_tls_files would make one of its own."""
         seed_ca(self._layout.cluster(cluster).tls_dir, ca)
