@@ -51,7 +51,9 @@ class AuthStep:
         if self.grant is not None:
             kind, key, end = self.grant
             reach = "prefix" if end and end != b"\0" else "from key on" if end else "key"
-            return f"{self.op.value} {kind.value} {key.decode(errors='replace')!r} ({reach}) of role {self.name}"
+            return (
+                f"{self.op.value} {kind.value} {key.decode(errors='replace')!r} ({reach}) of role {self.name}"
+            )
         if self.role:
             return f"{self.op.value} {self.role} of user {self.name}"
         return f"{self.op.value} {self.name}".strip()
