@@ -101,6 +101,12 @@ def issue(
     return KeyPair(cert=builder.sign(ca.key, hashes.SHA256()), key=key)
 
 
+def renewal_due(cert_pem: bytes, renew_before_seconds: float, now: dt.datetime) -> bool:
+    """A certificate with renew_before_seconds or less left (or expired)."""
+    not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
+    return (not_after - now).total_seconds() <= renew_before_seconds
+
+
 def dates(cert: x509.Certificate) -> tuple[float, float]:
     """(when it was signed, when it expires) in unix seconds: notBefore less the backdating."""
     return (cert.not_valid_before_utc + BACKDATE).timestamp(), cert.not_valid_after_utc.timestamp()

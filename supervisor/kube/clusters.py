@@ -51,6 +51,7 @@ from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolv
 from supervisor.kube.backups import pod_verifiers, secret_stores
 from supervisor.kube.certificates import KubeCertificates
 from supervisor.kube.client import KubeClient
+from supervisor.kube.etcd_auth import KubeEtcdAuth
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.refusals import refusals_fail_the_step
 from supervisor.kube.secret_tls import client_tls_under, write_client_tls
@@ -260,6 +261,12 @@ class KubeClusters:
             verifier=pod_verifiers(ports.client, image, tls_files),
             requests=requests,
             certificates=KubeCertificates(ports.client, self._tls_root),
+            auth_for=lambda ref: KubeEtcdAuth(
+                ports.client,
+                ref,
+                files_dir=self._tls_root / ref.namespace / ref.name,
+                call_timeout=self._timing.call_timeout,
+            ),
         )
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:

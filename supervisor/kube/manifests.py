@@ -279,6 +279,17 @@ def disruption_budget(owner: Owner, min_available: int | None) -> Obj:
     }
 
 
+def user_certificate_secret(owner: Owner, name: str, data_b64: Mapping[str, str]) -> Obj:
+    """An etcd user's client certificate (spec.security.auth.users[].clientCertSecret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": _metadata(owner, name, cluster_labels(owner.ref)),
+        "data": dict(data_b64),
+    }
+
+
 def tls_secret(owner: Owner, data_b64: Mapping[str, str]) -> Obj:
     return {
         "apiVersion": "v1",
