@@ -19,6 +19,7 @@ from supervisor.etcd import (
 )
 from supervisor.kube import manifests as m
 from tests.harness.kube import KubeAPIServer
+from tests.harness.poll import eventually
 from tests.kube.test_operator import create_cluster, healthy, operator_with_kubelet, wait_for
 
 pytestmark = pytest.mark.slow
@@ -67,7 +68,5 @@ async def test_users_and_roles_with_auth_on_and_a_users_certificate_in_its_secre
                 except (PermissionDenied, AuthenticationFailed, NotAuthenticated):
                     return True
                 return False
-
-        from tests.harness.poll import eventually
 
         await eventually(gone, lambda denied: denied, within=60, every=0.5, what="the removed user refused")
