@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio
 
 from actors.model import (
     AuthSpec,
@@ -29,7 +30,8 @@ from supervisor.etcd import (
     TlsFiles,
     open_etcd_client,
 )
-from tests.chaos.lifecycle import LocalSupervisor, is_healthy, open_local_supervisor, resource
+from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, open_local_supervisor, resource
+from tests.harness.history import KvWorkload, checker_or_skip
 
 RW, READ = PermissionType.READWRITE, PermissionType.READ
 APP_RW = RoleSpec("app-rw", (Permission(RW, "/app/", prefix=True),))
@@ -114,3 +116,49 @@ async def test_users_and_roles_from_the_spec_with_auth_on_through_healing_and_sc
         await reconciled(sup, demo, "disable auth")
         async with open_etcd_client(urls(status), tls=tls, call_timeout=5) as anyone:
             assert await anyone.get(b"/app/config") == b"v1"
+
+
+async def test_scaling_and_healing_with_auth_on_under_a_tenants_workload_stay_linearizable(
+    tmp_path: Path,
+) -> None:
+    """The whole membership life with auth on: a tenant whose role reaches only the workload's
+    prefix writes and reads through a scale-up, a killed member and a scale-down; porcupine
+    checks its history."""
+    checker_or_skip()
+    tenant_role = RoleSpec("tenant", (Permission(RW, "/linearizability/", prefix=True),))
+    tenant = UserSpec("tenant", ("tenant",), client_cert_secret="tenant-etcd-client")
+    auth = AuthSpec(enabled=True, users=(tenant,), roles=(tenant_role,))
+    demo = with_auth(resource(size=3), auth, 1)
+    async with open_local_supervisor(tmp_path / "state") as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        await reconciled(sup, demo, "issued to tenant")
+        workload = KvWorkload(
+            endpoints=urls(status), tls=user_tls(sup, demo, "tenant"), max_operations=100_000
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workload.run)
+            nursery.start_soon(follow_members, sup, demo.ref, workload)
+            await workload.wait_for_more(50)
+            await sup.fleet.apply([with_auth(demo, auth, 2, size=5)])
+            status = await sup.wait_healthy(demo.ref, 5, timeout=90)
+            await workload.wait_for_more(50)
+            victim = next(m for m in status.members if m.role.value == "follower")
+            assert victim.pid is not None
+            os.kill(victim.pid, signal.SIGKILL)
+            await sup.wait_for(
+                demo.ref,
+                lambda s: (
+                    is_healthy(s, 5) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
+                ),
+                timeout=60,
+            )
+            await workload.wait_for_more(50)
+            await sup.fleet.apply([with_auth(demo, auth, 3, size=3)])
+            await sup.wait_healthy(demo.ref, 3, timeout=90)
+            await workload.wait_for_more(50)
+            nursery.cancel_scope.cancel()
+    verdict = await workload.check(tmp_path / "history")
+    print(f"linearizability: {verdict.operations} operations checked")
+    assert verdict.ok, verdict.report
+    assert workload.history.count(kind="put", outcome="ok") > 0
