@@ -61,7 +61,7 @@ def parse_immutable(
         if kind is not None and kind not in LOCKING_KINDS:
             r.fail(
                 "spec.backup.immutable",
-                f"{path} is a {kind} store, which cannot lock objects; immutable needs an s3 store"
+                f"{path} ({kind}) cannot lock objects: immutable needs an s3 store"
                 " whose bucket has object lock enabled",
             )
             refused = True

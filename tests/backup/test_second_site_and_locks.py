@@ -1,0 +1,147 @@
+"""A real etcd cluster's scheduled backups, through the backup actor, with a second site
+(spec.backup.copyTo) and immutability (spec.backup.immutable) on the real servers: each copy read
+back from the second store and checked against the sha256 its metadata records, a second site
+that refuses the credentials reported by name while the backups go on, and S3 object lock on
+moto keeping backups that retention would otherwise delete."""
+
+import hashlib
+import json
+
+import attrs
+
+from actors.model import BackupSpec, CopySpec, ImmutableSpec, LocalStore, RetentionSpec, S3Store, StoreSpec
+from tests.backup.test_local_backups import children_with
+from tests.chaos.lifecycle import open_local_supervisor, resource
+from tests.harness.clock import fast_clock
+
+
+def with_backup(res, **fields):
+    spec = BackupSpec(schedule="* * * * *", **fields)
+    return attrs.evolve(res, spec=attrs.evolve(res.spec, backup=spec))
+
+
+def condition(status, kind="BackupHealthy"):
+    return {c.type: c for c in status.conditions}[kind]
+
+
+def s3_credentials_file(path, server, secret=None):
+    """A credentials "Secret" as local mode reads one: a file next to the manifest."""
+    path.write_text(
+        f"AWS_ACCESS_KEY_ID={server.access_key_id}\n"
+        f"AWS_SECRET_ACCESS_KEY={secret or server.secret_access_key}\n"
+    )
+    return path.name
+
+
+async def test_backups_are_copied_to_a_second_store_verified_there_and_pruned_there_too(tmp_path, s3_server):
+    bucket = s3_server.create_bucket("dr-copies")
+    # The second store's own credentials, from its own credentialsSecret (the daemon has none).
+    secret = s3_credentials_file(tmp_path / "dr-creds", s3_server)
+    second = StoreSpec(
+        s3=S3Store(bucket=bucket, prefix="dr/", endpoint=s3_server.endpoint, credentials_secret=secret)
+    )
+    first = tmp_path / "backups"
+    demo = with_backup(
+        resource(size=3),
+        retention=RetentionSpec(keep=2),
+        store=StoreSpec(local=LocalStore(str(first))),
+        copy_to=CopySpec(second),
+    )
+    async with open_local_supervisor(
+        tmp_path / "state", children=children_with(tmp_path, fast_clock())
+    ) as sup:
+        await sup.fleet.apply([demo])
+        await sup.wait_healthy(demo.ref, 3)
+        done = await sup.wait_for(
+            demo.ref,
+            lambda s: any(r == "BackupDeleted" and "dr-copies" in m for _, r, m in sup.recorder.events),
+            timeout=120,
+        )
+        copied = [m for _, r, m in sup.recorder.events if r == "BackupCopied"]
+    assert len(copied) >= 3, copied
+    assert condition(done).status == "True", condition(done)
+    s3 = s3_server.boto3_client()
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="dr/default/demo/")["Contents"]}
+    complete = sorted(k for k in keys if k.endswith(".db") and f"{k}.json" in keys)
+    assert complete, keys
+    for key in complete:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        meta = json.loads(s3.get_object(Bucket=bucket, Key=f"{key}.json")["Body"].read())
+        local = first / key.removeprefix("dr/")
+        # The copy holds the bytes as stored (compressed: zstd by default), as the first store does.
+        assert hashlib.sha256(body).hexdigest() == meta["sha256"] and meta["verified"] is True
+        if local.exists():
+            assert local.read_bytes() == body
+    # Retention keep=2 applied to the second store as to the first.
+    deleted_there = [m for _, r, m in sup.recorder.events if r == "BackupDeleted" and "dr-copies" in m]
+    for message in deleted_there:
+        assert f"dr/{message.split(':')[0]}" not in keys
+
+
+async def test_a_second_site_that_refuses_the_credentials_is_named_while_backups_go_on(tmp_path, s3_server):
+    bucket = s3_server.create_bucket("dr-refused")
+    secret = s3_credentials_file(tmp_path / "dr-wrong", s3_server, secret="not-the-key")
+    second = StoreSpec(s3=S3Store(bucket=bucket, endpoint=s3_server.endpoint, credentials_secret=secret))
+    demo = with_backup(
+        resource(size=1), store=StoreSpec(local=LocalStore(str(tmp_path / "b"))), copy_to=CopySpec(second)
+    )
+    async with open_local_supervisor(
+        tmp_path / "state", children=children_with(tmp_path, fast_clock())
+    ) as sup:
+        await sup.fleet.apply([demo])
+        await sup.wait_healthy(demo.ref, 1)
+        failing = await sup.wait_for(
+            demo.ref,
+            lambda s: (
+                s.backup is not None
+                and s.backup.last_successful_backup is not None
+                and condition(s).reason == "SecondSiteFailing"
+            ),
+            timeout=90,
+        )
+    healthy = condition(failing)
+    assert healthy.status == "False"
+    assert "the second store s3 bucket 'dr-refused'" in healthy.message and "credentials" in healthy.message
+    # The backup itself succeeded: the status advanced, no failure counted.
+    assert failing.backup.last_successful_backup.verified and failing.backup.consecutive_failures == 0
+    assert any(r == "BackupCopyFailed" and "dr-refused" in m for _, r, m in sup.recorder.events)
+    assert not any(r == "BackupFailed" for _, r, _m in sup.recorder.events)
+
+
+async def test_locked_backups_survive_retention_which_says_until_when(tmp_path, s3_server):
+    bucket = s3_server.create_bucket("locked-backups", object_lock=True)
+    environ = {
+        "AWS_ACCESS_KEY_ID": s3_server.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_access_key,
+    }
+    store = StoreSpec(s3=S3Store(bucket=bucket, endpoint=s3_server.endpoint))
+    demo = with_backup(
+        resource(size=1), retention=RetentionSpec(keep=1), store=store, immutable=ImmutableSpec(days=1)
+    )
+    children = children_with(tmp_path, fast_clock(), environ=environ)
+    async with open_local_supervisor(tmp_path / "state", children=children) as sup:
+        await sup.fleet.apply([demo])
+        await sup.wait_healthy(demo.ref, 1)
+        held = await sup.wait_for(
+            demo.ref,
+            lambda s: s.backup is not None and "2 backups kept past retention" in condition(s).message,
+            timeout=120,
+        )
+    s3 = s3_server.boto3_client()
+    versions = s3.list_object_versions(Bucket=bucket, Prefix="default/demo/")
+    # Retention did not even try: a delete would have left a delete marker (the bucket is versioned).
+    assert not versions.get("DeleteMarkers"), versions["DeleteMarkers"]
+    assert not any(r == "BackupDeleted" for _, r, _m in sup.recorder.events)
+    snapshots = [v["Key"] for v in versions["Versions"] if v["Key"].endswith(".db")]
+    assert len(snapshots) >= 3, snapshots
+    for key in snapshots:
+        head = s3.head_object(Bucket=bucket, Key=key)
+        meta = json.loads(s3.get_object(Bucket=bucket, Key=f"{key}.json")["Body"].read())
+        assert head["ObjectLockMode"] == "COMPLIANCE"
+        assert head["ObjectLockRetainUntilDate"].timestamp() == meta["retainUntil"]
+    message = condition(held).message
+    assert (
+        condition(held).status == "True"
+        and f"in s3 bucket '{bucket}'" in message
+        and "locked until" in message
+    )
