@@ -24,6 +24,16 @@ def condition(status, kind="BackupHealthy"):
     return {c.type: c for c in status.conditions}[kind]
 
 
+async def backed_up_until(tmp_path, demo, until, *, timeout, environ=None):
+    """Run `demo` and its backups until `until(status, events)` holds; that status and every Event."""
+    children = children_with(tmp_path, fast_clock(), environ=environ)
+    async with open_local_supervisor(tmp_path / "state", children=children) as sup:
+        await sup.fleet.apply([demo])
+        await sup.wait_healthy(demo.ref, demo.spec.size)
+        status = await sup.wait_for(demo.ref, lambda s: until(s, sup.recorder.events), timeout=timeout)
+    return status, sup.recorder.events
+
+
 def s3_credentials_file(path, server, secret=None):
     """A credentials "Secret" as local mode reads one: a file next to the manifest."""
     path.write_text(
@@ -47,17 +57,13 @@ async def test_backups_are_copied_to_a_second_store_verified_there_and_pruned_th
         store=StoreSpec(local=LocalStore(str(first))),
         copy_to=CopySpec(second),
     )
-    async with open_local_supervisor(
-        tmp_path / "state", children=children_with(tmp_path, fast_clock())
-    ) as sup:
-        await sup.fleet.apply([demo])
-        await sup.wait_healthy(demo.ref, 3)
-        done = await sup.wait_for(
-            demo.ref,
-            lambda s: any(r == "BackupDeleted" and "dr-copies" in m for _, r, m in sup.recorder.events),
-            timeout=120,
-        )
-        copied = [m for _, r, m in sup.recorder.events if r == "BackupCopied"]
+    done, events = await backed_up_until(
+        tmp_path,
+        demo,
+        lambda s, events: any(r == "BackupDeleted" and "dr-copies" in m for _, r, m in events),
+        timeout=120,
+    )
+    copied = [m for _, r, m in events if r == "BackupCopied"]
     assert len(copied) >= 3, copied
     assert condition(done).status == "True", condition(done)
     s3 = s3_server.boto3_client()
@@ -73,7 +79,7 @@ async def test_backups_are_copied_to_a_second_store_verified_there_and_pruned_th
         if local.exists():
             assert local.read_bytes() == body
     # Retention keep=2 applied to the second store as to the first.
-    deleted_there = [m for _, r, m in sup.recorder.events if r == "BackupDeleted" and "dr-copies" in m]
+    deleted_there = [m for _, r, m in events if r == "BackupDeleted" and "dr-copies" in m]
     for message in deleted_there:
         assert f"dr/{message.split(':')[0]}" not in keys
 
@@ -85,27 +91,23 @@ async def test_a_second_site_that_refuses_the_credentials_is_named_while_backups
     demo = with_backup(
         resource(size=1), store=StoreSpec(local=LocalStore(str(tmp_path / "b"))), copy_to=CopySpec(second)
     )
-    async with open_local_supervisor(
-        tmp_path / "state", children=children_with(tmp_path, fast_clock())
-    ) as sup:
-        await sup.fleet.apply([demo])
-        await sup.wait_healthy(demo.ref, 1)
-        failing = await sup.wait_for(
-            demo.ref,
-            lambda s: (
-                s.backup is not None
-                and s.backup.last_successful_backup is not None
-                and condition(s).reason == "SecondSiteFailing"
-            ),
-            timeout=90,
-        )
+    failing, events = await backed_up_until(
+        tmp_path,
+        demo,
+        lambda s, _: (
+            s.backup is not None
+            and s.backup.last_successful_backup is not None
+            and condition(s).reason == "SecondSiteFailing"
+        ),
+        timeout=90,
+    )
     healthy = condition(failing)
     assert healthy.status == "False"
     assert "the second store s3 bucket 'dr-refused'" in healthy.message and "credentials" in healthy.message
     # The backup itself succeeded: the status advanced, no failure counted.
     assert failing.backup.last_successful_backup.verified and failing.backup.consecutive_failures == 0
-    assert any(r == "BackupCopyFailed" and "dr-refused" in m for _, r, m in sup.recorder.events)
-    assert not any(r == "BackupFailed" for _, r, _m in sup.recorder.events)
+    assert any(r == "BackupCopyFailed" and "dr-refused" in m for _, r, m in events)
+    assert not any(r == "BackupFailed" for _, r, _m in events)
 
 
 async def test_locked_backups_survive_retention_which_says_until_when(tmp_path, s3_server):
@@ -118,20 +120,18 @@ async def test_locked_backups_survive_retention_which_says_until_when(tmp_path, 
     demo = with_backup(
         resource(size=1), retention=RetentionSpec(keep=1), store=store, immutable=ImmutableSpec(days=1)
     )
-    children = children_with(tmp_path, fast_clock(), environ=environ)
-    async with open_local_supervisor(tmp_path / "state", children=children) as sup:
-        await sup.fleet.apply([demo])
-        await sup.wait_healthy(demo.ref, 1)
-        held = await sup.wait_for(
-            demo.ref,
-            lambda s: s.backup is not None and "2 backups kept past retention" in condition(s).message,
-            timeout=120,
-        )
+    held, events = await backed_up_until(
+        tmp_path,
+        demo,
+        lambda s, _: s.backup is not None and "2 backups kept past retention" in condition(s).message,
+        timeout=120,
+        environ=environ,
+    )
     s3 = s3_server.boto3_client()
     versions = s3.list_object_versions(Bucket=bucket, Prefix="default/demo/")
     # Retention did not even try: a delete would have left a delete marker (the bucket is versioned).
     assert not versions.get("DeleteMarkers"), versions["DeleteMarkers"]
-    assert not any(r == "BackupDeleted" for _, r, _m in sup.recorder.events)
+    assert not any(r == "BackupDeleted" for _, r, _m in events)
     snapshots = [v["Key"] for v in versions["Versions"] if v["Key"].endswith(".db")]
     assert len(snapshots) >= 3, snapshots
     for key in snapshots:
