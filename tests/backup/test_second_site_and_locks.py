@@ -6,11 +6,25 @@ moto keeping backups that retention would otherwise delete."""
 
 import hashlib
 import json
+import shutil
 
 import attrs
 
-from actors.model import BackupSpec, CopySpec, ImmutableSpec, LocalStore, RetentionSpec, S3Store, StoreSpec
+from actors.model import (
+    AzureStore,
+    BackupSpec,
+    CopySpec,
+    ImmutableSpec,
+    LocalStore,
+    RestoreSpec,
+    RetentionSpec,
+    S3Store,
+    StoreSpec,
+)
+from supervisor.etcd.client import open_etcd_client
+from supervisor.local.backups import local_store_opener
 from tests.backup.test_local_backups import children_with
+from tests.backup.test_restore import backed_up_past, write_keys
 from tests.chaos.lifecycle import open_local_supervisor, resource
 from tests.harness.clock import fast_clock
 
@@ -145,3 +159,50 @@ async def test_locked_backups_survive_retention_which_says_until_when(tmp_path, 
         and f"in s3 bucket '{bucket}'" in message
         and "locked until" in message
     )
+
+
+async def test_a_cluster_restored_from_the_second_sites_copy_has_every_key(tmp_path, azurite_server):
+    container = azurite_server.create_container("etcd-dr")
+    (tmp_path / "az-creds").write_text(
+        f"AZURE_STORAGE_ACCOUNT_NAME={azurite_server.account_name}\n"
+        f"AZURE_STORAGE_ACCOUNT_KEY={azurite_server.account_key}\n"
+    )
+    second = StoreSpec(
+        azure=AzureStore(container=container, endpoint=azurite_server.endpoint, credentials_secret="az-creds")
+    )
+    source = with_backup(
+        resource("source", size=1),
+        store=StoreSpec(local=LocalStore(str(tmp_path / "b"))),
+        copy_to=CopySpec(second),
+    )
+    children = children_with(tmp_path, fast_clock())
+    async with open_local_supervisor(
+        tmp_path / "state", children=children, stores=local_store_opener(tmp_path, {})
+    ) as sup:
+        await sup.fleet.apply([source])
+        status = await sup.wait_healthy(source.ref, 1)
+        async with open_etcd_client([m.client_url for m in status.members]) as etcd:
+            written = await write_keys(etcd, 100)
+        copied = await sup.wait_for(
+            source.ref,
+            lambda s: (
+                backed_up_past(len(written))(s)
+                and any(
+                    r == "BackupCopied" and m.startswith(s.backup.last_successful_backup.key)
+                    for _, r, m in sup.recorder.events
+                )
+            ),
+            timeout=90,
+        )
+        key = copied.backup.last_successful_backup.key
+        # The first site is gone: only the copy is left to restore from.
+        shutil.rmtree(tmp_path / "b")
+        fresh = resource("restored", size=1)
+        restored = attrs.evolve(
+            fresh, spec=attrs.evolve(fresh.spec, restore=RestoreSpec(store=second, key=key))
+        )
+        await sup.fleet.apply([source, restored])
+        status = await sup.wait_healthy(restored.ref, 1, timeout=120)
+        async with open_etcd_client([m.client_url for m in status.members]) as etcd:
+            got = {kv.key: kv.value for kv in await etcd.range(b"key-", b"key.")}
+    assert got == written
