@@ -60,6 +60,16 @@ async def test_every_put_to_a_locked_s3_store_carries_a_compliance_lock_until_da
     assert await drain(store.get_stream("default/demo/b.db")) == (big.size, big.sha256)
 
 
+async def test_a_locked_put_to_a_bucket_without_object_lock_fails_saying_so(s3_server):
+    bucket = s3_server.create_bucket(f"plain-{uuid.uuid4().hex[:12]}")
+    with pytest.raises(
+        StoreError, match=r"the bucket has no object lock: create it with object lock enabled"
+    ):
+        await locked_store(s3_server, bucket, days=1).put_bytes("a.db", b"x")
+    # Never stored unlocked.
+    assert "Contents" not in s3_server.boto3_client().list_objects_v2(Bucket=bucket)
+
+
 async def test_an_unlocked_s3_store_puts_no_lock(s3_server):
     bucket = s3_server.create_bucket(f"lock-{uuid.uuid4().hex[:12]}", object_lock=True)
     creds = S3Credentials(s3_server.access_key_id, s3_server.secret_access_key)
