@@ -14,8 +14,8 @@ from actors.codec.stores import parse_store
 from actors.model import CopySpec, ImmutableSpec, StoreSpec
 
 # Store kinds whose objects this supervisor can lock: S3 object lock. Azure's immutability
-# policies and GCS's object retention are not wired (neither Azurite nor fake-gcs-server
-# implements them, so they could not be tested), and a local directory has no such thing.
+# policies are not wired (Azurite does not implement them, so they could not be tested), nor is
+# GCS's object retention; a local directory has no such thing.
 LOCKING_KINDS = ("s3",)
 # S3 object lock allows up to 100 years; more is a typo, not a policy.
 MAX_LOCK_DAYS = 36500
