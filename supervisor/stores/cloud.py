@@ -261,6 +261,10 @@ def _translate(store: str, operation: str, key: str, exc: BaseException) -> Stor
         return StoreAccessDenied(f"{what}: the store refused the credentials ({detail})")
     if code == 507 or any(c in str(exc) for c in _FULL_CODES):
         return StoreFull(f"{what}: no space or quota left ({detail})")
+    if code is not None and code < 500:
+        # The store answered and refused: obstore's text names its retry settings
+        # ("retry_timeout"), which must not read as a timeout.
+        return StoreError(f"{what}: {detail}")
     if (code is not None and code >= 500) or any(t in str(exc) for t in _UNAVAILABLE_TEXT):
         return StoreUnavailable(f"{what}: the endpoint did not answer ({detail})")
     return StoreError(f"{what}: {detail}")
