@@ -1,0 +1,320 @@
+"""spec.adopt on real pods: a plain etcd run the way charts run it (a 3-replica StatefulSet behind
+a headless Service, members named and reached by their DNS names) is taken over live by an
+EtcdCluster under a recorded client workload. The new members join as learners and vote, the
+old members then leave the membership one at a time, and every key keeps its value and
+revision; the clients' history across it all is linearizable (porcupine). Afterwards the
+EtcdCluster is like any other: it heals a deleted member pod, scales 3 -> 4 -> 3, and takes a
+verified on-demand backup.
+
+The operator runs on this host (the `operator` fixture), resolving the old members' names
+through cluster DNS as a pod would; this test process reaches every member by its pod IP.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.kube import manifests as m
+from tests.harness import images
+from tests.harness.cluster import Cluster
+from tests.harness.components import require
+from tests.harness.formation import etcd_cluster, is_ready, pods, wait_for
+from tests.harness.history import KvWorkload, check_history, checker_or_skip
+from tests.harness.members_on_nodes import background, member_selector
+from tests.harness.objstore import S3Server, moto_server_binary, open_moto_server
+
+OLD = "old"  # the StatefulSet and its headless Service, as a chart names them
+OLD_NAMES = [f"{OLD}-{i}" for i in range(3)]
+NAME = "adopter"  # the EtcdCluster
+BUCKET = "adopted-backups"
+KEYS = 200
+
+
+def old_host(namespace: str, pod: str) -> str:
+    return f"{pod}.{OLD}.{namespace}.svc.{m.DEFAULT_CLUSTER_DOMAIN}"
+
+
+def old_etcd(namespace: str, version: str) -> list[dict[str, Any]]:
+    """The chart shape of a plain etcd: a headless Service that publishes the pods before they
+    are Ready (peers must find each other to become Ready), and a StatefulSet whose pods start
+    together and name each other by DNS."""
+    host = f"$(POD_NAME).{OLD}.{namespace}.svc.{m.DEFAULT_CLUSTER_DOMAIN}"
+    initial = ",".join(f"{n}=http://{old_host(namespace, n)}:2380" for n in OLD_NAMES)
+    labels = {"app": OLD}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": OLD, "namespace": namespace},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": labels,
+            "ports": [{"name": "client", "port": 2379}, {"name": "peer", "port": 2380}],
+        },
+    }
+    container = {
+        "name": "etcd",
+        "image": f"{images.ETCD_REPOSITORY}:v{version}",
+        "command": ["/usr/local/bin/etcd"],
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "args": [
+            "--name=$(POD_NAME)",
+            "--data-dir=/var/lib/etcd/data",
+            "--listen-peer-urls=http://0.0.0.0:2380",
+            "--listen-client-urls=http://0.0.0.0:2379",
+            "--listen-metrics-urls=http://0.0.0.0:2381",
+            f"--advertise-client-urls=http://{host}:2379",
+            f"--initial-advertise-peer-urls=http://{host}:2380",
+            f"--initial-cluster={initial}",
+            "--initial-cluster-state=new",
+            f"--initial-cluster-token={OLD}",
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/health?serializable=true", "port": 2381},
+            "periodSeconds": 1,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [{"name": "data", "mountPath": "/var/lib/etcd"}],
+    }
+    stateful_set = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": OLD, "namespace": namespace},
+        "spec": {
+            "serviceName": OLD,
+            "replicas": 3,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}]},
+            },
+        },
+    }
+    return [service, stateful_set]
+
+
+def ready_ips(cluster: Cluster, namespace: str, selector: str) -> dict[str, str]:
+    """Pod name -> pod IP of the Ready pods not being deleted."""
+    return {
+        p["metadata"]["name"]: p["status"]["podIP"]
+        for p in pods(cluster, namespace, selector)
+        if is_ready(p) and p["status"].get("podIP") and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def client_urls(ips: dict[str, str]) -> list[str]:
+    return [f"http://{ip}:{m.CLIENT_PORT}" for _, ip in sorted(ips.items())]
+
+
+def etcdctl(
+    endpoints: list[str], *args: str, check: bool = True, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """etcdctl on this host against `endpoints` (pod IPs: the host resolves no cluster name)."""
+    cmd = [str(images.default_etcd_dir() / "etcdctl"), f"--endpoints={','.join(endpoints)}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=check, input=input)
+
+
+def member_names(endpoints: list[str]) -> list[str] | None:
+    """The names in etcd's member list (learners named too); None if no endpoint answers."""
+    done = etcdctl(endpoints, "--command-timeout=5s", "member", "list", "-w", "json", check=False)
+    if done.returncode:
+        return None
+    return sorted(mem.get("name", "") for mem in json.loads(done.stdout).get("members") or [])
+
+
+def voter_names(endpoints: list[str]) -> list[str]:
+    done = etcdctl(endpoints, "--command-timeout=5s", "member", "list", "-w", "json", check=False)
+    if done.returncode:
+        return []
+    members = json.loads(done.stdout).get("members") or []
+    return sorted(mem.get("name", "") for mem in members if not mem.get("isLearner"))
+
+
+def contents(endpoints: list[str]) -> dict[str, tuple[str, int]]:
+    """Every key under data/ with its value and the revision it was last written at."""
+    out = json.loads(etcdctl(endpoints, "get", "data/", "--prefix", "-w", "json").stdout)
+    decode = lambda b: base64.b64decode(b).decode()  # noqa: E731
+    return {decode(kv["key"]): (decode(kv["value"]), int(kv["mod_revision"])) for kv in out.get("kvs") or []}
+
+
+def status(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    return cluster.get_json("etcdcluster", NAME, namespace=namespace).get("status") or {}
+
+
+@pytest.fixture
+def s3(tmp_path: Path) -> Iterator[S3Server]:
+    """moto on loopback: the operator runs on this host, and verifies backups in pods to which
+    it pushes the snapshot itself, so no pod needs to reach the store."""
+    require("moto_server", moto_server_binary)
+    with open_moto_server(tmp_path) as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+class Phases:
+    """Each phase's duration, printed as it ends."""
+
+    def __init__(self) -> None:
+        self.began = self.last = time.monotonic()
+
+    def done(self, what: str) -> None:
+        now = time.monotonic()
+        print(f"  {what}: {now - self.last:.1f}s (total {now - self.began:.1f}s)")
+        self.last = now
+
+
+def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs_up(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path, s3: S3Server, tmp_path: Path
+) -> None:
+    checker_or_skip()
+    ns, phases = e2e_namespace, Phases()
+    print()
+    e2e_cluster.apply(old_etcd(ns, e2e_cluster.etcd_version), namespace=ns)
+    wait_for(
+        "the old StatefulSet's 3 pods Ready and one cluster",
+        lambda: (
+            member_names(client_urls(ready_ips(e2e_cluster, ns, f"app={OLD}"))) == OLD_NAMES
+            and len(ready_ips(e2e_cluster, ns, f"app={OLD}")) == 3
+        ),
+        120,
+        poll=0.5,
+    )
+    old_urls = client_urls(ready_ips(e2e_cluster, ns, f"app={OLD}"))
+    # Ten keys a transaction: twenty revisions, each key's mod_revision one of them.
+    for n in range(0, KEYS, 10):
+        puts = "".join(f"put data/{k:05d} value-{k}\n" for k in range(n, n + 10))
+        etcdctl(old_urls, "txn", input=f"\n{puts}\n\n")
+    before = contents(old_urls)
+    assert len(before) == KEYS
+    phases.done("old StatefulSet formed, keys written")
+
+    e2e_cluster.kubectl(
+        "create", "secret", "generic", "s3-creds", "-n", ns,
+        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
+    )  # fmt: skip
+    adopter = etcd_cluster(NAME, e2e_cluster.etcd_version, tls=False)
+    adopter["spec"]["adopt"] = {
+        "endpoints": [f"http://{old_host(ns, n)}:{m.CLIENT_PORT}" for n in OLD_NAMES],
+        "removeOld": True,
+    }
+    adopter["spec"]["backup"] = {
+        "store": {
+            "s3": {
+                "bucket": BUCKET,
+                "endpoint": s3.endpoint,
+                "region": "us-east-1",
+                "credentialsSecret": "s3-creds",
+            }
+        }
+    }
+    new_selector = member_selector(NAME)
+    workload = KvWorkload(endpoints=list(old_urls), max_operations=20_000, pause=0.05)
+
+    def follow() -> list[str]:
+        """Point the workload at every member that serves now, old and new."""
+        new = ready_ips(e2e_cluster, ns, new_selector)
+        urls = client_urls(ready_ips(e2e_cluster, ns, f"app={OLD}")) + client_urls(new)
+        if urls:
+            workload.endpoints[:] = urls
+        return client_urls(new)
+
+    with background(workload):
+        wait_for("the workload answering", lambda: workload.acknowledged >= 50, 60)
+        e2e_cluster.apply([adopter], namespace=ns)
+
+        def new_vote() -> bool:
+            new = follow()
+            return bool(new) and [n for n in voter_names(new) if n.startswith(f"{NAME}-")] == [
+                f"{NAME}-{i}" for i in range(3)
+            ]
+
+        wait_for("the three new members voting", new_vote, 180, poll=1.0)
+        phases.done("new members joined and vote")
+
+        def old_gone() -> bool:
+            new = follow()
+            return bool(new) and member_names(new) == [f"{NAME}-{i}" for i in range(3)]
+
+        wait_for("the old members out of the membership", old_gone, 180, poll=1.0)
+        new_urls = follow()
+        workload.endpoints[:] = new_urls
+        done = workload.acknowledged
+        wait_for("the workload answering on the new members", lambda: workload.acknowledged >= done + 50, 60)
+        phases.done("old members removed")
+
+    verdict = check_history(workload.history, tmp_path / "history")
+    print(f"  linearizability: {verdict.operations} operations checked")
+    assert verdict.ok, verdict.report
+    assert workload.history.count(kind="put", outcome="ok") > 0
+
+    after = contents(new_urls)
+    assert after == before  # every key, its value and its revision: the old cluster's data
+    wait_for("the EtcdCluster Running", lambda: status(e2e_cluster, ns).get("phase") == "Running", 60)
+    removed = [
+        e["message"]
+        for e in e2e_cluster.get_json(
+            "events", "--field-selector", f"involvedObject.name={NAME}", namespace=ns
+        )["items"]
+        if e["reason"] == "MemberRemoved"
+    ]
+    assert len(removed) == 3 and all("adopted" in msg for msg in removed), removed
+    phases.done("data and history checked")
+
+    # --- then an EtcdCluster like any other ---------------------------------------------------
+    def settled(size: int) -> bool:
+        live = ready_ips(e2e_cluster, ns, new_selector)
+        names = [f"{NAME}-{i}" for i in range(size)]
+        return (
+            status(e2e_cluster, ns).get("phase") == "Running"
+            and sorted(live) == names
+            and voter_names(client_urls(live)) == names
+            and member_names(client_urls(live)) == names
+        )
+
+    old_pod = e2e_cluster.get_json("pod", f"{NAME}-1", namespace=ns)["metadata"]["uid"]
+    e2e_cluster.kubectl("delete", "pod", "-n", ns, f"{NAME}-1", "--wait=false")
+
+    def healed() -> bool:
+        found = pods(e2e_cluster, ns, new_selector)
+        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in found}
+        return uids.get(f"{NAME}-1") not in (None, old_pod) and settled(3)
+
+    wait_for("the deleted member pod back, 3 healthy voters", healed, 120, poll=1.0)
+    phases.done("deleted member pod healed")
+
+    for size in (4, 3):
+        e2e_cluster.kubectl("scale", "-n", ns, f"etcdcluster/{NAME}", f"--replicas={size}")
+        wait_for(f"{NAME} at {size} voting members", lambda size=size: settled(size), 120, poll=1.0)
+        phases.done(f"scaled to {size}")
+
+    e2e_cluster.apply(
+        [
+            {
+                "apiVersion": "etcd.io/v1alpha1",
+                "kind": "EtcdBackup",
+                "metadata": {"name": "after-adoption"},
+                "spec": {"clusterName": NAME},
+            }
+        ],
+        namespace=ns,
+    )
+
+    def backed_up() -> dict[str, Any] | None:
+        found = e2e_cluster.get_json("etcdbackup", "after-adoption", namespace=ns).get("status") or {}
+        assert found.get("phase") != "Failed", found
+        return found if found.get("phase") == "Succeeded" else None
+
+    taken = wait_for("the on-demand backup Succeeded", backed_up, 120, poll=0.5)
+    assert taken["verified"] is True and taken["revision"] >= max(rev for _, rev in before.values())
+    phases.done("on-demand backup verified")
+    assert contents(client_urls(ready_ips(e2e_cluster, ns, new_selector))) == after
