@@ -322,8 +322,10 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     Hibernated while spec.hibernate holds every member stopped, Recovering as it wakes."""
     if hibernated(spec, observed):
         return Phase.HIBERNATED
-    voters = observed.voters()
-    membership_changing = len(voters) != spec.size or bool(observed.learners())
+    # spec.size counts our own voters: an adopted cluster's old members (spec.adopt) are not its
+    # size, and their leaving (removeOld) is a membership change too.
+    leaving = spec.adopt is not None and spec.adopt.remove_old and bool(observed.foreign_members())
+    membership_changing = len(observed.own_voters()) != spec.size or bool(observed.learners()) or leaving
     if previous is None or previous is Phase.SUSPENDED:  # a fresh look: judge from what exists
         bootstrapped = observed.etcd_members is not None or any(r.has_data for r in observed.runtime)
         previous = Phase.RUNNING if bootstrapped else Phase.CREATING
@@ -343,7 +345,7 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     if previous is Phase.FAILED:
         return Phase.RECOVERING  # always shown on the way back, however quickly it goes
     if previous is Phase.RECOVERING:
-        whole = converged and len(observed.healthy_voters()) == spec.size
+        whole = converged and len([v for v in observed.own_voters() if observed.healthy(v)]) == spec.size
         return Phase.RUNNING if whole else Phase.RECOVERING
     if converged:
         return Phase.RUNNING

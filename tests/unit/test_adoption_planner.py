@@ -6,7 +6,8 @@ refused by name; and no cluster of our own is ever seeded in place of the one to
 import attrs
 
 from actors.actions import AddLearner, MoveLeader, PromoteLearner, RemoveMember, StartSeed, Wait
-from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth
+from actors.assess import assess
+from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth, Phase
 from actors.plan import plan
 from tests.unit.facts import cluster, em, hl, observed, rt
 
@@ -90,3 +91,16 @@ def test_too_many_members_and_an_unsupported_version_are_refused_by_name():
         isinstance(step, Wait) and "3.4.37" in step.reason and "same minor or the one before" in step.reason
     )
     assert plan(KEEP_OLD, adopting(0, version="3.5.21")) == AddLearner("demo-0")
+
+
+def test_the_phase_counts_our_own_voters_and_the_old_members_leaving_is_scaling():
+    def phase(spec, view, step, previous=None):
+        return assess(spec, view, previous=previous, generation=1, step=step, now=1.0).phase
+
+    # Three old voters are not the size: adding our first member is scaling, not Running.
+    assert phase(KEEP_OLD, adopting(0), AddLearner("demo-0")) is Phase.SCALING
+    assert phase(KEEP_OLD, adopting(3), None) is Phase.RUNNING  # without removeOld, done
+    old_leaves = RemoveMember(2001, "old-1", reason="adopted")
+    assert phase(REMOVE_OLD, adopting(3), old_leaves, Phase.RUNNING) is Phase.SCALING
+    # Back from a quorum loss once our own voters are whole, the old ones beside them.
+    assert phase(KEEP_OLD, adopting(3), None, Phase.RECOVERING) is Phase.RUNNING
