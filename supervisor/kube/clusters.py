@@ -51,6 +51,7 @@ from supervisor.kube.backups import pod_verifiers, secret_stores
 from supervisor.kube.certificates import KubeCertificates
 from supervisor.kube.client import KubeClient
 from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.pod_names import PodNames
 from supervisor.kube.refusals import refusals_fail_the_step
 from supervisor.kube.secret_tls import client_tls_under, write_client_tls
 from supervisor.kube.snapshots import KubeRestorer, helper_image
@@ -82,8 +83,11 @@ class SecretTlsAdmin:
         files_dir: Path,
         call_timeout: float,
         voters: VoterLabels | None = None,
+        names: PodNames | None = None,
     ):
         self._client = client
+        # spec.adopt: the old members' short names, resolved as the cluster's pods resolve them.
+        self._names = names
         # The disruption budget follows every membership read and change (voter_labels.py).
         self._voters = voters
         self._ref = ref
@@ -106,6 +110,8 @@ class SecretTlsAdmin:
             await self._inner.aclose()
 
     async def member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]:
+        if self._names is not None:
+            await self._names.note(endpoints)
         if self._voters is None:
             return await self._member_list(endpoints)
         return await self._voters.read(lambda: self._member_list(endpoints))
@@ -148,6 +154,8 @@ class SecretTlsAdmin:
         return await (await self._admin()).downgrade(endpoints, action, version)
 
     async def member_health(self, client_url: str) -> MemberHealth:
+        if self._names is not None:
+            await self._names.note([client_url])
         return await (await self._admin()).member_health(client_url)
 
     async def revision(self, endpoints: Sequence[str]) -> int:
@@ -235,6 +243,11 @@ class KubeClusters:
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
                 voters=VoterLabels(ports.client, resource.ref, ports.runtime.voter_budgets),
+                names=(
+                    PodNames(resource.ref.namespace, ports.runtime.cluster_domain)
+                    if resource.spec.adopt is not None
+                    else None
+                ),
             )
 
         return Platform(

@@ -140,7 +140,7 @@ class KubeRuntime:
         self._ensure_every = ensure_every
         # owner uid -> trio.current_time() when its cluster objects were last made sure of
         self._ensured_at: dict[str, float] = {}
-        self._cluster_domain = m.normalize_cluster_domain(cluster_domain)
+        self.cluster_domain = m.normalize_cluster_domain(cluster_domain)
         self._pod_gone_timeout = pod_gone_timeout
         self._poll = poll_interval
         self._now = now
@@ -153,7 +153,7 @@ class KubeRuntime:
         self.watchers: list[Watcher] = []  # the running watches, for the operator's metrics
         self._warm = WarmPods(
             client,
-            cluster_domain=self._cluster_domain,
+            cluster_domain=self.cluster_domain,
             helper_image=helper_image,
             poll_interval=poll_interval,
             now=now,
@@ -180,7 +180,7 @@ class KubeRuntime:
             return
         objects = cluster_objects(
             spec,
-            cluster_domain=self._cluster_domain,
+            cluster_domain=self.cluster_domain,
             now=self._now,
             min_available=self.voter_budgets.min_available(owner.ref),
         )
@@ -200,7 +200,7 @@ class KubeRuntime:
         # object says what the user asked for, which this cluster does not run.
         owner, _, obj = await self._read_cluster(cluster)
         await add_finalizer(self._client, cluster, obj)
-        urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self._cluster_domain)
+        urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self.cluster_domain)
         # The claim is the member's record from here on: list_members must show a member the
         # moment etcd may hear of it, or the cluster actor would take the new learner for one
         # whose data is gone and remove it again.
@@ -297,7 +297,7 @@ class KubeRuntime:
             owner,
             launch,
             consecutive_failures=failures,
-            cluster_domain=self._cluster_domain,
+            cluster_domain=self.cluster_domain,
             voter=budget is not None and launch.name in budget.voters,
             trust=trust,
             avoid_nodes=self._nodes_to_avoid(launch.cluster),
@@ -422,7 +422,7 @@ class KubeRuntime:
                         tls = (await self._read_cluster(cluster))[1].tls_enabled
                     except ClusterGone:
                         tls = True
-                urls = m.member_urls(cluster, name, tls=tls, cluster_domain=self._cluster_domain)
+                urls = m.member_urls(cluster, name, tls=tls, cluster_domain=self.cluster_domain)
             out.append(
                 RuntimeMember(
                     name=name,

@@ -6,8 +6,10 @@ revision; the clients' history across it all is linearizable (porcupine). Afterw
 EtcdCluster is like any other: it heals a deleted member pod, scales 3 -> 4 -> 3, and takes a
 verified on-demand backup.
 
-The operator runs on this host (the `operator` fixture), resolving the old members' names
-through cluster DNS as a pod would; this test process reaches every member by its pod IP.
+The operator runs on this host (the `operator` fixture), resolving names through cluster DNS but
+without a pod's search path: spec.adopt.endpoints are written short (`http://old-0.old:2379`),
+which it must resolve as a pod in the cluster's namespace would. This test process reaches every
+member by its pod IP.
 """
 
 from __future__ import annotations
@@ -204,7 +206,9 @@ def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs
     )  # fmt: skip
     adopter = etcd_cluster(NAME, e2e_cluster.etcd_version, tls=False)
     adopter["spec"]["adopt"] = {
-        "endpoints": [f"http://{old_host(ns, n)}:{m.CLIENT_PORT}" for n in OLD_NAMES],
+        # Short, as the old cluster's clients in this namespace write them: the operator, on
+        # this host, resolves them as a pod of this namespace would (supervisor/kube/pod_names.py).
+        "endpoints": [f"http://{n}.{OLD}:{m.CLIENT_PORT}" for n in OLD_NAMES],
         "removeOld": True,
     }
     adopter["spec"]["backup"] = {
