@@ -32,6 +32,7 @@ from tests.harness.formation import etcd_cluster, is_ready, pods, wait_for
 from tests.harness.history import KvWorkload, check_history, checker_or_skip
 from tests.harness.members_on_nodes import background, member_selector
 from tests.harness.objstore import S3Server, moto_server_binary, open_moto_server
+from tests.harness.watch import KubectlWatch
 
 OLD = "old"  # the StatefulSet and its headless Service, as a chart names them
 OLD_NAMES = [f"{OLD}-{i}" for i in range(3)]
@@ -232,7 +233,11 @@ def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs
             workload.endpoints[:] = urls
         return client_urls(new)
 
-    with background(workload):
+    phase_args = ["etcdclusters", "-n", ns, f"--field-selector=metadata.name={NAME}"]
+    with (
+        background(workload),
+        KubectlWatch(e2e_cluster.kubeconfig, phase_args, "{.status.phase}{'\\n'}") as seen,
+    ):
         wait_for("the workload answering", lambda: workload.acknowledged >= 50, 60)
         e2e_cluster.apply([adopter], namespace=ns)
 
@@ -250,6 +255,9 @@ def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs
             return bool(new) and member_names(new) == [f"{NAME}-{i}" for i in range(3)]
 
         wait_for("the old members out of the membership", old_gone, 180, poll=1.0)
+        # Until the old members were gone the cluster was not at its size: never Running (the
+        # three old voters are not spec.size).
+        phases_while_adopting = [p for p in seen.drain() if p]
         new_urls = follow()
         workload.endpoints[:] = new_urls
         done = workload.acknowledged
@@ -263,7 +271,12 @@ def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs
 
     after = contents(new_urls)
     assert after == before  # every key, its value and its revision: the old cluster's data
+    scaled = [i for i, p in enumerate(phases_while_adopting) if p == "Scaling"]
+    assert scaled and "Running" not in phases_while_adopting[: scaled[-1]], phases_while_adopting
     wait_for("the EtcdCluster Running", lambda: status(e2e_cluster, ns).get("phase") == "Running", 60)
+    assert sorted(mem["name"] for mem in status(e2e_cluster, ns)["members"]) == [
+        f"{NAME}-{i}" for i in range(3)
+    ]
     removed = [
         e["message"]
         for e in e2e_cluster.get_json(
@@ -300,6 +313,17 @@ def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs
         e2e_cluster.kubectl("scale", "-n", ns, f"etcdcluster/{NAME}", f"--replicas={size}")
         wait_for(f"{NAME} at {size} voting members", lambda size=size: settled(size), 120, poll=1.0)
         phases.done(f"scaled to {size}")
+
+    # The disruption budget is the one of any 3-member cluster: one member may go.
+    budget = m.disruption_budget_name(m.ClusterRef(ns, NAME))
+    wait_for(
+        "the disruption budget allowing one disruption",
+        lambda: (
+            (e2e_cluster.get_json("pdb", budget, namespace=ns).get("status") or {}).get("disruptionsAllowed")
+            == 1
+        ),
+        60,
+    )
 
     e2e_cluster.apply(
         [
