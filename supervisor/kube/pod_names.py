@@ -5,10 +5,12 @@ A user writes spec.adopt.endpoints as the old cluster's clients do, often short
 an old member may advertise such names too. A pod resolves them through its search path
 (`<ns>.svc.<domain> svc.<domain> <domain>`, ndots 5), so the new member pods find the old members;
 the operator runs elsewhere (its own namespace, or outside the cluster), where the same name
-means another thing or nothing. So before each look at the old members the operator resolves
-their short names itself, in the order a pod in the cluster's namespace tries them, and records
-the address (supervisor/etcd/addresses.py): connections go there, a TLS name still checked
-against the name as written. A name no candidate resolves is left to the usual resolution.
+means another thing or nothing. So each cluster's admin qualifies the short names in the URLs it
+dials with the first name of that search path that resolves, as a pod of the cluster's namespace
+would: `http://old-0.old.shop.svc.cluster.local:2379`. Per cluster, not in the process's address
+book (supervisor/etcd/addresses.py): the same short name means another pod in another namespace
+(two Bitnami clusters adopted at once both call theirs `etcd-0.etcd-headless`). A name no
+candidate resolves is dialled as written.
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
-from supervisor.etcd.addresses import KNOWN
-
 NDOTS = 5  # the kubelet's resolv.conf for pods: fewer dots than this, the search path first
-# A name is resolved again this often at most: an old member's pod can come back elsewhere.
+# A short name is looked up again this often at most: what resolves can change (a pod gone).
 FRESH_FOR = 10.0
 
 
@@ -49,40 +49,55 @@ def _is_address(host: str) -> bool:
     return True
 
 
-def _resolve(name: str) -> str | None:
+def _resolves(name: str) -> bool:
     try:
-        found = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+        return bool(socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))
     except (OSError, UnicodeError):
-        return None
-    return str(found[0][4][0]) if found else None
+        return False
 
 
 class PodNames:
-    """Records addresses for the short names of one cluster's old members (see the module)."""
+    """Qualifies the short host names of one cluster's old members (see the module)."""
 
     def __init__(self, namespace: str, cluster_domain: str) -> None:
         self._namespace = namespace
         self._domain = cluster_domain
-        self._looked_at: dict[str, float] = {}  # host -> trio.current_time() of its last lookup
+        # host -> (trio.current_time() of its lookup, the name to dial for it)
+        self._names: dict[str, tuple[float, str]] = {}
 
-    async def note(self, urls: Iterable[str]) -> None:
-        """Resolve the short host names in `urls` (in a worker thread: getaddrinfo blocks)."""
+    async def qualified(self, urls: Iterable[str]) -> list[str]:
+        """`urls` with each short host replaced by its qualified name (looked up in a worker
+        thread, getaddrinfo blocks; again after FRESH_FOR, an old member's pod may be gone)."""
+        urls = list(urls)
         now = trio.current_time()
-        due = []
+        due = set()
         for url in urls:
             host = urlsplit(url).hostname or ""
-            fresh = now - self._looked_at.get(host, -FRESH_FOR) < FRESH_FOR
-            if search_names(host, self._namespace, self._domain) and not fresh:
-                self._looked_at[host] = now
-                due.append(host)
+            looked = self._names.get(host)
+            if search_names(host, self._namespace, self._domain) and (
+                looked is None or now - looked[0] >= FRESH_FOR
+            ):
+                due.add(host)
         if due:
-            await trio.to_thread.run_sync(self._note_now, due)
+            found = await trio.to_thread.run_sync(self._look_up, sorted(due))
+            self._names.update({host: (now, name) for host, name in found.items()})
+        return [self._rewrite(url) for url in urls]
 
-    def _note_now(self, hosts: list[str]) -> None:
-        for host in hosts:
-            found = (_resolve(n) for n in search_names(host, self._namespace, self._domain))
-            address = next((a for a in found if a), None)
-            if address is None:
-                KNOWN.forget(host)  # not a name of the cluster's: resolved as usual
-            else:
-                KNOWN.remember(host, address)
+    def _look_up(self, hosts: list[str]) -> dict[str, str]:
+        return {host: self._first_resolving(host) for host in hosts}
+
+    def _first_resolving(self, host: str) -> str:
+        candidates = search_names(host, self._namespace, self._domain)
+        return next((name for name in candidates if _resolves(name)), host)
+
+    def _rewrite(self, url: str) -> str:
+        looked = self._names.get(urlsplit(url).hostname or "")
+        return url if looked is None else with_host(url, looked[1])
+
+
+def with_host(url: str, host: str) -> str:
+    """`url` with its host name replaced by `host` (its scheme, port and the rest kept)."""
+    parts = urlsplit(url)
+    if parts.hostname == host:
+        return url
+    return urlunsplit(parts._replace(netloc=host if parts.port is None else f"{host}:{parts.port}"))

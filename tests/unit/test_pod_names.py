@@ -3,7 +3,7 @@ in the EtcdCluster's namespace tries, in its resolver's order, and the names lef
 
 import pytest
 
-from supervisor.kube.pod_names import search_names
+from supervisor.kube.pod_names import search_names, with_host
 
 
 def test_a_short_name_is_tried_under_the_clusters_namespace_first_as_its_pods_do() -> None:
@@ -34,3 +34,10 @@ def test_addresses_and_qualified_names_are_left_to_the_usual_resolution(host: st
 def test_a_name_under_the_cluster_domain_is_qualified_whatever_its_dots() -> None:
     # A member of ours under a one-label domain: its address is the runtime's to record.
     assert search_names("demo-0.demo-peer.shop.svc.corp", "shop", "corp") == []
+
+
+def test_a_url_is_dialled_by_the_qualified_name_its_port_and_scheme_kept() -> None:
+    qualified = "old-0.old.shop.svc.cluster.local"
+    assert with_host("http://old-0.old:2379", qualified) == f"http://{qualified}:2379"
+    assert with_host("https://old-0.old", qualified) == f"https://{qualified}"
+    assert with_host("http://old-0.old:2379", "old-0.old") == "http://old-0.old:2379"
