@@ -71,7 +71,7 @@ def assess(
         message = f"latest spec rejected, still serving the previous one: {problem}"
     return ClusterStatus(
         phase=phase,
-        ready_replicas=len([s for s in statuses if s.healthy and s.role is not Role.LEARNER]),
+        ready_replicas=len(observed.healthy_own_voters()),
         observed_generation=generation,
         members=statuses,
         conditions=carry_transition_times(conditions, previous_conditions, now),
@@ -345,7 +345,7 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     if previous is Phase.FAILED:
         return Phase.RECOVERING  # always shown on the way back, however quickly it goes
     if previous is Phase.RECOVERING:
-        whole = converged and len([v for v in observed.own_voters() if observed.healthy(v)]) == spec.size
+        whole = converged and len(observed.healthy_own_voters()) == spec.size
         return Phase.RUNNING if whole else Phase.RECOVERING
     if converged:
         return Phase.RUNNING

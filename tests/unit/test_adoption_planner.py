@@ -104,3 +104,11 @@ def test_the_phase_counts_our_own_voters_and_the_old_members_leaving_is_scaling(
     assert phase(REMOVE_OLD, adopting(3), old_leaves, Phase.RUNNING) is Phase.SCALING
     # Back from a quorum loss once our own voters are whole, the old ones beside them.
     assert phase(KEEP_OLD, adopting(3), None, Phase.RECOVERING) is Phase.RUNNING
+
+
+def test_ready_replicas_are_our_own_healthy_voters() -> None:
+    during = assess(
+        KEEP_OLD, adopting(2), previous=Phase.SCALING, generation=1, step=AddLearner("demo-2"), now=1.0
+    )
+    assert during.ready_replicas == 2  # beside three old voters, which status.members still shows
+    assert len(during.members) == 5
