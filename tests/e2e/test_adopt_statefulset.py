@@ -175,174 +175,190 @@ class Phases:
         self.last = now
 
 
-def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs_up(
-    e2e_cluster: Cluster, e2e_namespace: str, operator: Path, s3: S3Server, tmp_path: Path
-) -> None:
-    checker_or_skip()
-    ns, phases = e2e_namespace, Phases()
-    print()
-    e2e_cluster.apply(old_etcd(ns, e2e_cluster.etcd_version), namespace=ns)
-    wait_for(
-        "the old StatefulSet's 3 pods Ready and one cluster",
-        lambda: (
-            member_names(client_urls(ready_ips(e2e_cluster, ns, f"app={OLD}"))) == OLD_NAMES
-            and len(ready_ips(e2e_cluster, ns, f"app={OLD}")) == 3
-        ),
-        120,
-        poll=0.5,
-    )
-    old_urls = client_urls(ready_ips(e2e_cluster, ns, f"app={OLD}"))
+def ours(size: int = 3) -> list[str]:
+    return [f"{NAME}-{i}" for i in range(size)]
+
+
+def form_old_cluster(cluster: Cluster, ns: str) -> dict[str, tuple[str, int]]:
+    """The old StatefulSet, serving; KEYS keys written to it. Returns what it holds."""
+    cluster.apply(old_etcd(ns, cluster.etcd_version), namespace=ns)
+
+    def formed() -> bool:
+        ready = ready_ips(cluster, ns, f"app={OLD}")
+        return len(ready) == 3 and member_names(client_urls(ready)) == OLD_NAMES
+
+    wait_for("the old StatefulSet's 3 pods Ready and one cluster", formed, 120, poll=0.5)
+    old_urls = client_urls(ready_ips(cluster, ns, f"app={OLD}"))
     # Ten keys a transaction: twenty revisions, each key's mod_revision one of them.
     for n in range(0, KEYS, 10):
         puts = "".join(f"put data/{k:05d} value-{k}\n" for k in range(n, n + 10))
         etcdctl(old_urls, "txn", input=f"\n{puts}\n\n")
-    before = contents(old_urls)
-    assert len(before) == KEYS
-    phases.done("old StatefulSet formed, keys written")
+    written = contents(old_urls)
+    assert len(written) == KEYS
+    return written
 
-    e2e_cluster.kubectl(
+
+def adopting_cluster(cluster: Cluster, ns: str, s3: S3Server) -> dict[str, Any]:
+    """The EtcdCluster that takes the old one over, with a backup store for later."""
+    cluster.kubectl(
         "create", "secret", "generic", "s3-creds", "-n", ns,
         f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
         f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
     )  # fmt: skip
-    adopter = etcd_cluster(NAME, e2e_cluster.etcd_version, tls=False)
+    adopter = etcd_cluster(NAME, cluster.etcd_version, tls=False)
     adopter["spec"]["adopt"] = {
         # Short, as the old cluster's clients in this namespace write them: the operator, on
         # this host, resolves them as a pod of this namespace would (supervisor/kube/pod_names.py).
         "endpoints": [f"http://{n}.{OLD}:{m.CLIENT_PORT}" for n in OLD_NAMES],
         "removeOld": True,
     }
-    adopter["spec"]["backup"] = {
-        "store": {
-            "s3": {
-                "bucket": BUCKET,
-                "endpoint": s3.endpoint,
-                "region": "us-east-1",
-                "credentialsSecret": "s3-creds",
-            }
-        }
+    s3_store = {
+        "bucket": BUCKET,
+        "endpoint": s3.endpoint,
+        "region": "us-east-1",
+        "credentialsSecret": "s3-creds",
     }
+    adopter["spec"]["backup"] = {"store": {"s3": s3_store}}
+    return adopter
+
+
+def adopt_under_workload(
+    cluster: Cluster, ns: str, adopter: dict[str, Any], phases: Phases
+) -> tuple[KvWorkload, list[str]]:
+    """Apply `adopter` while clients work on the old members, following the membership, until
+    only the new members are left and answer. Returns the workload and the phases shown."""
     new_selector = member_selector(NAME)
-    workload = KvWorkload(endpoints=list(old_urls), max_operations=20_000, pause=0.05)
+    workload = KvWorkload(
+        endpoints=client_urls(ready_ips(cluster, ns, f"app={OLD}")), max_operations=20_000, pause=0.05
+    )
 
     def follow() -> list[str]:
-        """Point the workload at every member that serves now, old and new."""
-        new = ready_ips(e2e_cluster, ns, new_selector)
-        urls = client_urls(ready_ips(e2e_cluster, ns, f"app={OLD}")) + client_urls(new)
+        """Point the workload at every member that serves now, old and new; the new ones' URLs."""
+        new = client_urls(ready_ips(cluster, ns, new_selector))
+        urls = client_urls(ready_ips(cluster, ns, f"app={OLD}")) + new
         if urls:
             workload.endpoints[:] = urls
-        return client_urls(new)
+        return new
+
+    def new_vote() -> bool:
+        new = follow()
+        return bool(new) and [n for n in voter_names(new) if n.startswith(f"{NAME}-")] == ours()
+
+    def old_gone() -> bool:
+        new = follow()
+        return bool(new) and member_names(new) == ours()
 
     phase_args = ["etcdclusters", "-n", ns, f"--field-selector=metadata.name={NAME}"]
     with (
         background(workload),
-        KubectlWatch(e2e_cluster.kubeconfig, phase_args, "{.status.phase}{'\\n'}") as seen,
+        KubectlWatch(cluster.kubeconfig, phase_args, "{.status.phase}{'\\n'}") as seen,
     ):
         wait_for("the workload answering", lambda: workload.acknowledged >= 50, 60)
-        e2e_cluster.apply([adopter], namespace=ns)
-
-        def new_vote() -> bool:
-            new = follow()
-            return bool(new) and [n for n in voter_names(new) if n.startswith(f"{NAME}-")] == [
-                f"{NAME}-{i}" for i in range(3)
-            ]
-
+        cluster.apply([adopter], namespace=ns)
         wait_for("the three new members voting", new_vote, 180, poll=1.0)
         phases.done("new members joined and vote")
-
-        def old_gone() -> bool:
-            new = follow()
-            return bool(new) and member_names(new) == [f"{NAME}-{i}" for i in range(3)]
-
         wait_for("the old members out of the membership", old_gone, 180, poll=1.0)
-        # Until the old members were gone the cluster was not at its size: never Running (the
-        # three old voters are not spec.size).
-        phases_while_adopting = [p for p in seen.drain() if p]
-        new_urls = follow()
-        workload.endpoints[:] = new_urls
+        shown = [p for p in seen.drain() if p]
+        workload.endpoints[:] = follow()
         done = workload.acknowledged
         wait_for("the workload answering on the new members", lambda: workload.acknowledged >= done + 50, 60)
         phases.done("old members removed")
+    return workload, shown
 
-    verdict = check_history(workload.history, tmp_path / "history")
-    print(f"  linearizability: {verdict.operations} operations checked")
-    assert verdict.ok, verdict.report
-    assert workload.history.count(kind="put", outcome="ok") > 0
 
-    after = contents(new_urls)
-    assert after == before  # every key, its value and its revision: the old cluster's data
-    scaled = [i for i, p in enumerate(phases_while_adopting) if p == "Scaling"]
-    assert scaled and "Running" not in phases_while_adopting[: scaled[-1]], phases_while_adopting
-    wait_for("the EtcdCluster Running", lambda: status(e2e_cluster, ns).get("phase") == "Running", 60)
-    assert sorted(mem["name"] for mem in status(e2e_cluster, ns)["members"]) == [
-        f"{NAME}-{i}" for i in range(3)
-    ]
-    removed = [
-        e["message"]
-        for e in e2e_cluster.get_json(
-            "events", "--field-selector", f"involvedObject.name={NAME}", namespace=ns
-        )["items"]
-        if e["reason"] == "MemberRemoved"
-    ]
-    assert len(removed) == 3 and all("adopted" in msg for msg in removed), removed
-    phases.done("data and history checked")
+def settled(cluster: Cluster, ns: str, size: int) -> bool:
+    """Running, with exactly `size` Ready member pods, all of them voters and nothing else."""
+    live = ready_ips(cluster, ns, member_selector(NAME))
+    urls = client_urls(live)
+    return (
+        status(cluster, ns).get("phase") == "Running"
+        and sorted(live) == ours(size)
+        and voter_names(urls) == ours(size)
+        and member_names(urls) == ours(size)
+    )
 
-    # --- then an EtcdCluster like any other ---------------------------------------------------
-    def settled(size: int) -> bool:
-        live = ready_ips(e2e_cluster, ns, new_selector)
-        names = [f"{NAME}-{i}" for i in range(size)]
-        return (
-            status(e2e_cluster, ns).get("phase") == "Running"
-            and sorted(live) == names
-            and voter_names(client_urls(live)) == names
-            and member_names(client_urls(live)) == names
-        )
 
-    old_pod = e2e_cluster.get_json("pod", f"{NAME}-1", namespace=ns)["metadata"]["uid"]
-    e2e_cluster.kubectl("delete", "pod", "-n", ns, f"{NAME}-1", "--wait=false")
+def heal_and_scale(cluster: Cluster, ns: str, phases: Phases) -> None:
+    old_pod = cluster.get_json("pod", f"{NAME}-1", namespace=ns)["metadata"]["uid"]
+    cluster.kubectl("delete", "pod", "-n", ns, f"{NAME}-1", "--wait=false")
 
     def healed() -> bool:
-        found = pods(e2e_cluster, ns, new_selector)
-        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in found}
-        return uids.get(f"{NAME}-1") not in (None, old_pod) and settled(3)
+        uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(cluster, ns, member_selector(NAME))}
+        return uids.get(f"{NAME}-1") not in (None, old_pod) and settled(cluster, ns, 3)
 
     wait_for("the deleted member pod back, 3 healthy voters", healed, 120, poll=1.0)
     phases.done("deleted member pod healed")
 
     for size in (4, 3):
-        e2e_cluster.kubectl("scale", "-n", ns, f"etcdcluster/{NAME}", f"--replicas={size}")
-        wait_for(f"{NAME} at {size} voting members", lambda size=size: settled(size), 120, poll=1.0)
+        cluster.kubectl("scale", "-n", ns, f"etcdcluster/{NAME}", f"--replicas={size}")
+        wait_for(
+            f"{NAME} at {size} voting members", lambda size=size: settled(cluster, ns, size), 120, poll=1.0
+        )
         phases.done(f"scaled to {size}")
 
     # The disruption budget is the one of any 3-member cluster: one member may go.
     budget = m.disruption_budget_name(m.ClusterRef(ns, NAME))
-    wait_for(
-        "the disruption budget allowing one disruption",
-        lambda: (
-            (e2e_cluster.get_json("pdb", budget, namespace=ns).get("status") or {}).get("disruptionsAllowed")
-            == 1
-        ),
-        60,
-    )
 
-    e2e_cluster.apply(
-        [
-            {
-                "apiVersion": "etcd.io/v1alpha1",
-                "kind": "EtcdBackup",
-                "metadata": {"name": "after-adoption"},
-                "spec": {"clusterName": NAME},
-            }
-        ],
-        namespace=ns,
-    )
+    def allows_one() -> bool:
+        found = cluster.get_json("pdb", budget, namespace=ns).get("status") or {}
+        return bool(found.get("disruptionsAllowed") == 1)
+
+    wait_for("the disruption budget allowing one disruption", allows_one, 60)
+
+
+def back_up(cluster: Cluster, ns: str) -> dict[str, Any]:
+    """An on-demand EtcdBackup, until it Succeeded; its status."""
+    request = {
+        "apiVersion": "etcd.io/v1alpha1",
+        "kind": "EtcdBackup",
+        "metadata": {"name": "after-adoption"},
+        "spec": {"clusterName": NAME},
+    }
+    cluster.apply([request], namespace=ns)
 
     def backed_up() -> dict[str, Any] | None:
-        found = e2e_cluster.get_json("etcdbackup", "after-adoption", namespace=ns).get("status") or {}
+        found = cluster.get_json("etcdbackup", "after-adoption", namespace=ns).get("status") or {}
         assert found.get("phase") != "Failed", found
         return found if found.get("phase") == "Succeeded" else None
 
-    taken = wait_for("the on-demand backup Succeeded", backed_up, 120, poll=0.5)
+    return dict(wait_for("the on-demand backup Succeeded", backed_up, 120, poll=0.5))
+
+
+def removed_events(cluster: Cluster, ns: str) -> list[str]:
+    events = cluster.get_json("events", "--field-selector", f"involvedObject.name={NAME}", namespace=ns)
+    return [e["message"] for e in events["items"] if e["reason"] == "MemberRemoved"]
+
+
+def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs_up(
+    e2e_cluster: Cluster, e2e_namespace: str, operator: Path, s3: S3Server, tmp_path: Path
+) -> None:
+    checker_or_skip()
+    ns, phases = e2e_namespace, Phases()
+    print()
+    before = form_old_cluster(e2e_cluster, ns)
+    phases.done("old StatefulSet formed, keys written")
+
+    workload, shown = adopt_under_workload(e2e_cluster, ns, adopting_cluster(e2e_cluster, ns, s3), phases)
+    verdict = check_history(workload.history, tmp_path / "history")
+    print(f"  linearizability: {verdict.operations} operations checked")
+    assert verdict.ok, verdict.report
+    assert workload.history.count(kind="put", outcome="ok") > 0
+    new_urls = client_urls(ready_ips(e2e_cluster, ns, member_selector(NAME)))
+    after = contents(new_urls)
+    assert after == before  # every key, its value and its revision: the old cluster's data, no restore
+    # Until the old members left, the cluster was not at its size (the three old voters are not
+    # spec.size): Scaling, never Running before.
+    scaling = [i for i, p in enumerate(shown) if p == "Scaling"]
+    assert scaling and "Running" not in shown[: scaling[-1]], shown
+    wait_for("the EtcdCluster Running", lambda: status(e2e_cluster, ns).get("phase") == "Running", 60)
+    assert sorted(mem["name"] for mem in status(e2e_cluster, ns)["members"]) == ours()
+    removed = removed_events(e2e_cluster, ns)
+    assert len(removed) == 3 and all("adopted" in msg for msg in removed), removed
+    phases.done("data and history checked")
+
+    # Then an EtcdCluster like any other.
+    heal_and_scale(e2e_cluster, ns, phases)
+    taken = back_up(e2e_cluster, ns)
     assert taken["verified"] is True and taken["revision"] >= max(rev for _, rev in before.values())
     phases.done("on-demand backup verified")
-    assert contents(client_urls(ready_ips(e2e_cluster, ns, new_selector))) == after
+    assert contents(client_urls(ready_ips(e2e_cluster, ns, member_selector(NAME)))) == after
