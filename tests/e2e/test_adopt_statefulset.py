@@ -9,7 +9,8 @@ verified on-demand backup.
 The operator runs on this host (the `operator` fixture), resolving names through cluster DNS but
 without a pod's search path: spec.adopt.endpoints are written short (`http://old-0.old:2379`),
 which it must resolve as a pod in the cluster's namespace would. This test process reaches every
-member by its pod IP.
+member by its pod IP. A second, shorter test has the operator deployed as a pod of its own
+namespace, where those short names mean nothing to its resolver, adopt the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from supervisor.kube import manifests as m
+from tests.e2e.test_operator_pod import deployed_operator  # noqa: F401 (a fixture)
 from tests.harness import images
 from tests.harness.cluster import Cluster
 from tests.harness.components import require
@@ -198,20 +200,23 @@ def form_old_cluster(cluster: Cluster, ns: str) -> dict[str, tuple[str, int]]:
     return written
 
 
-def adopting_cluster(cluster: Cluster, ns: str, s3: S3Server) -> dict[str, Any]:
-    """The EtcdCluster that takes the old one over, with a backup store for later."""
+def adopting_cluster(cluster: Cluster, ns: str, s3: S3Server | None = None) -> dict[str, Any]:
+    """The EtcdCluster that takes the old one over (with `s3`, a backup store for later)."""
+    adopter = etcd_cluster(NAME, cluster.etcd_version, tls=False)
+    adopter["spec"]["adopt"] = {
+        # Short, as the old cluster's clients in this namespace write them: the operator, in
+        # its own namespace or on this host, resolves them as a pod of this namespace would
+        # (supervisor/kube/pod_names.py).
+        "endpoints": [f"http://{n}.{OLD}:{m.CLIENT_PORT}" for n in OLD_NAMES],
+        "removeOld": True,
+    }
+    if s3 is None:
+        return adopter
     cluster.kubectl(
         "create", "secret", "generic", "s3-creds", "-n", ns,
         f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
         f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
     )  # fmt: skip
-    adopter = etcd_cluster(NAME, cluster.etcd_version, tls=False)
-    adopter["spec"]["adopt"] = {
-        # Short, as the old cluster's clients in this namespace write them: the operator, on
-        # this host, resolves them as a pod of this namespace would (supervisor/kube/pod_names.py).
-        "endpoints": [f"http://{n}.{OLD}:{m.CLIENT_PORT}" for n in OLD_NAMES],
-        "removeOld": True,
-    }
     s3_store = {
         "bucket": BUCKET,
         "endpoint": s3.endpoint,
@@ -362,3 +367,20 @@ def test_a_statefulset_of_plain_etcd_is_adopted_live_then_heals_scales_and_backs
     assert taken["verified"] is True and taken["revision"] >= max(rev for _, rev in before.values())
     phases.done("on-demand backup verified")
     assert contents(client_urls(ready_ips(e2e_cluster, ns, member_selector(NAME)))) == after
+
+
+def test_the_deployed_operator_adopts_by_names_short_in_the_clusters_namespace(
+    e2e_cluster: Cluster,
+    e2e_namespace: str,
+    deployed_operator: None,  # noqa: F811
+) -> None:
+    """The operator as a pod of its own namespace, where `old-0.old` names nothing (its
+    resolver's search path is its namespace's): it adopts all the same."""
+    ns, phases = e2e_namespace, Phases()
+    print()
+    before = form_old_cluster(e2e_cluster, ns)
+    phases.done("old StatefulSet formed, keys written")
+    e2e_cluster.apply([adopting_cluster(e2e_cluster, ns)], namespace=ns)
+    wait_for("only the new members, all voting", lambda: settled(e2e_cluster, ns, 3), 180, poll=1.0)
+    phases.done("adopted, the old members removed")
+    assert contents(client_urls(ready_ips(e2e_cluster, ns, member_selector(NAME)))) == before
