@@ -73,6 +73,16 @@ fake-gcs:
 
 setup: fake-gcs
 
+# Azurite, the Azure Blob server of the store tests, installed once into ~/.cache from the npm
+# registry (tests/stores/install-azurite.sh; ~25 s cold). Its containers are made with the
+# azure-storage-blob client (the test extra); the product reaches Azure through obstore.
+.PHONY: azurite
+azurite:
+	@tests/stores/install-azurite.sh >/dev/null \
+	  || echo "azurite not installed (npm missing?); its tests will skip (fail under CI=true)"
+
+setup: azurite
+
 # etcd, etcdctl and etcdutl for each version in tests/envtest/etcd-versions.txt, built once into
 # ~/.cache/etcd-supervisor/etcd/<version>/ from the etcd Go modules (cold: ~6 CPU-minutes for the
 # first three, 3-10 minutes of wall time on two cores depending on load; 3.7.3 adds ~85 CPU-seconds,

@@ -186,6 +186,7 @@ class ClusterActor(Actor[ClusterMessage]):
         # their health.
         self._foreign_seen: tuple[EtcdMember, ...] = ()
         self._foreign: dict[int, MemberHealth | None] = {}
+        self._membership_error = ""  # why the last membership read failed ("" when it did not)
         self._stale = True  # runtime and membership must be read again before deciding
         self._dirty = False  # something changed since the last decision
         self._status: ClusterStatus | None = None
@@ -339,11 +340,14 @@ class ClusterActor(Actor[ClusterMessage]):
             final_backup=self._reports.final_backup,
             hibernated=self._asleep,
             foreign=self._foreign,
+            membership_error=self._membership_error,
         )
 
     async def _probe_foreign(self, adopt: AdoptSpec | None) -> None:
         """An adopting cluster's old members and their health (they have no member actor)."""
-        old = foreign_members.unowned(self._runtime, self._membership) if adopt is not None else []
+        if adopt is None:
+            return  # no checkpoint: a cluster of our own observes with the awaits it always had
+        old = foreign_members.unowned(self._runtime, self._membership)
         if old or self._membership is not None:
             self._foreign_seen = tuple(old)
         self._foreign = await foreign_members.probe(self._ports.admin, old, self._timing.call_timeout)
@@ -361,11 +365,14 @@ class ClusterActor(Actor[ClusterMessage]):
     async def _member_list(self, endpoints: list[str]) -> tuple[EtcdMember, ...] | None:
         if not endpoints:
             return None
+        self._membership_error = f"no answer in {self._timing.call_timeout:g}s"
         with trio.move_on_after(self._timing.call_timeout):
             try:
-                return tuple(await self._ports.admin.member_list(endpoints))
-            except EtcdError:
-                pass
+                members = tuple(await self._ports.admin.member_list(endpoints))
+                self._membership_error = ""
+                return members
+            except EtcdError as e:
+                self._membership_error = str(e)
         return None
 
     def _assess(self, desired: Desired, observed: Observed, step: Step | None) -> ClusterStatus | None:

@@ -64,7 +64,7 @@ class ImageFamily(enum.StrEnum):
     """Container images configure etcd differently; detected from the repository."""
 
     OFFICIAL = "official"  # quay.io/coreos/etcd, gcr.io/etcd-development/etcd: flags, tag "v3.5.21"
-    BITNAMI = "bitnami"  # bitnami/etcd: ETCD_* environment and its own scripts, tag "3.5.21"
+    BITNAMI = "bitnami"  # bitnami/etcd: its binaries under /opt/bitnami, uid 1001, tag "3.5.21"
 
 
 @frozen
@@ -157,16 +157,30 @@ class GcsStore:
 
 
 @frozen
+class AzureStore:
+    container: str
+    prefix: str = ""
+    # The blob service's URL with the account: Azurite's http://host:10000/devstoreaccount1, a
+    # private endpoint; None: https://<account>.blob.core.windows.net.
+    endpoint: str | None = None
+    credentials_secret: str | None = None
+
+    def describe(self) -> str:
+        return f"azure container {self.container!r}" + (f" at {self.endpoint}" if self.endpoint else "")
+
+
+@frozen
 class StoreSpec:
-    """Where backups go: exactly one of local, s3, gcs (codec.parse_store enforces it)."""
+    """Where backups go: exactly one of local, s3, gcs, azure (codec.parse_store enforces it)."""
 
     local: LocalStore | None = None
     s3: S3Store | None = None
     gcs: GcsStore | None = None
+    azure: AzureStore | None = None
 
     @property
-    def chosen(self) -> LocalStore | S3Store | GcsStore:
-        for store in (self.local, self.s3, self.gcs):
+    def chosen(self) -> LocalStore | S3Store | GcsStore | AzureStore:
+        for store in (self.local, self.s3, self.gcs, self.azure):
             if store is not None:
                 return store
         raise ValueError("a StoreSpec names no store")
@@ -226,6 +240,48 @@ class RestoreSpec:
     def describe(self) -> str:
         what = f"EtcdBackup {self.backup_name}" if self.backup_name else f"backup {self.key}"
         return what if self.revision is None else f"{what} at revision {self.revision}"
+
+
+class PermissionType(enum.StrEnum):
+    READ = "read"
+    WRITE = "write"
+    READWRITE = "readwrite"
+
+
+@frozen
+class Permission:
+    """One key (or, with prefix, every key under it) a role may read, write or both."""
+
+    type: PermissionType
+    key: str
+    prefix: bool = False
+
+
+@frozen
+class RoleSpec:
+    name: str
+    permissions: tuple[Permission, ...] = ()
+
+
+@frozen
+class UserSpec:
+    name: str
+    roles: tuple[str, ...] = ()
+    # A Secret (locally: <state-dir>/<ns>/<cluster>/users/<user>/) the supervisor writes the
+    # user's client certificate to (CN = the user's name: etcd's user for the certificate).
+    client_cert_secret: str | None = None
+    # A Secret (locally: a file next to the manifest) whose key `password` is the user's
+    # password; None: the user has none (certificate only).
+    password_secret: str | None = None
+
+
+@frozen
+class AuthSpec:
+    """spec.security.auth: etcd's own users and roles, reconciled from the spec."""
+
+    enabled: bool = False
+    users: tuple[UserSpec, ...] = ()
+    roles: tuple[RoleSpec, ...] = ()
 
 
 @frozen
@@ -387,6 +443,9 @@ class ClusterSpec:
     hibernate: bool = False
     # spec.adopt: the running cluster this one takes over (None: a new cluster of its own).
     adopt: AdoptSpec | None = None
+    auth: AuthSpec = field(factory=AuthSpec)
+    # spec.security.networkPolicy (Kubernetes only): a NetworkPolicy per cluster.
+    network_policy: bool = True
 
     @property
     def image_family(self) -> ImageFamily:

@@ -84,6 +84,8 @@ class Observed:
     # leadership, and are never restarted, replaced or rolled: only removed once the new members
     # vote (plan/adoption.py, with spec.adopt.removeOld).
     foreign: Mapping[int, MemberHealth | None] = field(factory=dict)
+    # Why the membership could not be read last time ("" when it was, or nothing was asked).
+    membership_error: str = ""
 
     # --- the runtime side --------------------------------------------------------------------
 

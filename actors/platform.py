@@ -14,13 +14,22 @@ from contextlib import asynccontextmanager
 
 from attrs import frozen
 
+from actors.auth_actor import auth_child
 from actors.backup.ports import BackupKeySource, BackupRequests, SeedRestorer
 from actors.backup.services import BackupTiming, StoreOpener, VerifierFactory, backup_service, delta_service
 from actors.cluster_context import ChildFactory, Timing
 from actors.fleet import ROOT_INTENSITY, Fleet, open_fleet
 from actors.model import ClusterResource
 from actors.plan import PLANNERS, Planner
-from actors.ports import CertificateStore, ClusterPorts, EtcdAdmin, EventSink, MemberRuntime, StatusSink
+from actors.ports import (
+    AuthFactory,
+    CertificateStore,
+    ClusterPorts,
+    EtcdAdmin,
+    EventSink,
+    MemberRuntime,
+    StatusSink,
+)
 from actors.renewal import renewal_child
 from supervisor.runtime import Intensity
 
@@ -55,6 +64,9 @@ class Platform:
     certificates: CertificateStore | None = None
     # Backup encryption keys (spec.backup.encryption.keySecret); None: encrypted backups fail.
     keys: BackupKeySource | None = None
+    # etcd's users and roles (spec.security.auth): with it, every cluster runs the auth child
+    # (actors/auth_actor.py); None: spec.security.auth is not acted on.
+    auth_for: AuthFactory | None = None
 
     def ports_for(self, resource: ClusterResource) -> ClusterPorts:
         return ClusterPorts(self.runtime, self.admin_for(resource), self.status, self.events, self.restorer)
@@ -63,6 +75,8 @@ class Platform:
         """The per-cluster children the platform's ports make possible: certificate renewal,
         backups and deltas."""
         children = [] if self.certificates is None else [renewal_child(self.certificates)]
+        if self.auth_for is not None:
+            children.append(auth_child(self.auth_for))
         if self.stores is None:
             return children
         return [

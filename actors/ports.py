@@ -12,11 +12,13 @@ from typing import Protocol
 
 from attrs import frozen
 
+from actors.auth_plan import AuthState, AuthStep
 from actors.backup.ports import SeedRestorer
 from actors.backup.records import KvHash, SnapshotTaken
 from actors.certificates import CertificateState, RotationRecord
 from actors.measurements import Measurement
 from actors.model import (
+    CertificatesSpec,
     ClusterRef,
     ClusterSpec,
     ClusterStatus,
@@ -26,6 +28,7 @@ from actors.model import (
     MemberLaunch,
     MemberUrls,
     RuntimeMember,
+    UserSpec,
 )
 
 # Called by a runtime, without blocking, whenever a member's process or data changes, so the
@@ -99,6 +102,27 @@ class EventSink(Protocol):
         warning: bool = False,
         measured: Measurement | None = None,
     ) -> None: ...
+
+
+class EtcdAuth(Protocol):
+    """One cluster's etcd users and roles (spec.security.auth), and its users' credentials."""
+
+    async def read(self, endpoints: Sequence[str]) -> AuthState:
+        """What etcd holds: auth on or off, every user's roles, every role's permissions."""
+        ...
+
+    async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
+        """One step; a user's password is read from its passwordSecret here."""
+        ...
+
+    async def issue_user_certificate(self, user: UserSpec, certificates: CertificatesSpec) -> bool:
+        """The user's client certificate (CN = its name) where clientCertSecret says, made when
+        missing or due for renewal; True when it was written."""
+        ...
+
+
+# Opens each cluster's EtcdAuth.
+AuthFactory = Callable[[ClusterRef], EtcdAuth]
 
 
 class ClusterSinks(StatusSink, EventSink, Protocol):

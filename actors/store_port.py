@@ -17,6 +17,8 @@ from actors.errors import StoreAccessDenied
 # The keys of a credentials Secret (on Kubernetes) or file (locally), as REQUIREMENTS.md fixes them.
 S3_CREDENTIAL_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 GCS_CREDENTIAL_KEY = "service-account.json"
+# Azure Blob's shared key, under the names Azure's own tools read from the environment.
+AZURE_CREDENTIAL_KEYS = ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY")
 
 
 @frozen
@@ -65,18 +67,34 @@ class GcsCredentials:
     service_account_json: str = field(repr=False)
 
 
+@frozen
+class AzureCredentials:
+    account_name: str
+    account_key: str = field(repr=False)
+
+
+def azure_credentials_from(values: Mapping[str, str], where: str) -> AzureCredentials:
+    """Azure credentials from a Secret's or a file's keys (StoreAccessDenied as below)."""
+    name, key = _required(values, AZURE_CREDENTIAL_KEYS, where)
+    return AzureCredentials(account_name=name, account_key=key)
+
+
 def s3_credentials_from(values: Mapping[str, str], where: str) -> S3Credentials:
     """S3 credentials from a Secret's or a file's keys; StoreAccessDenied naming `where` and a missing key."""
-    missing = [k for k in S3_CREDENTIAL_KEYS if not values.get(k)]
+    key_id, secret = _required(values, S3_CREDENTIAL_KEYS, where)
+    return S3Credentials(access_key_id=key_id, secret_access_key=secret)
+
+
+def _required(values: Mapping[str, str], keys: tuple[str, ...], where: str) -> list[str]:
+    missing = [k for k in keys if not values.get(k)]
     if missing:
         raise StoreAccessDenied(f"{where}: {', '.join(missing)} missing")
-    key_id, secret = S3_CREDENTIAL_KEYS
-    return S3Credentials(access_key_id=values[key_id], secret_access_key=values[secret])
+    return [values[k] for k in keys]
 
 
 # None: no credentials configured, the store's client looks in its own environment (IAM roles,
 # workload identity, metadata servers).
-StoreCredentials = S3Credentials | GcsCredentials | None
+StoreCredentials = S3Credentials | GcsCredentials | AzureCredentials | None
 
 
 class ObjectStore(Protocol):

@@ -18,7 +18,7 @@ from attrs import frozen
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 ORGANIZATION = "etcd-supervisor"
@@ -26,10 +26,15 @@ ORGANIZATION = "etcd-supervisor"
 BACKDATE = dt.timedelta(minutes=5)
 
 
+# Keys the supervisor signs with: its own CAs are EC; an adopted cluster's CA (spec.adopt) is
+# often RSA (kubeadm makes RSA ones).
+SigningKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
+
+
 @frozen
 class KeyPair:
     cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
+    key: SigningKey
 
     def cert_pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
@@ -42,8 +47,8 @@ class KeyPair:
     @classmethod
     def from_pem(cls, cert_pem: bytes, key_pem: bytes) -> KeyPair:
         key = serialization.load_pem_private_key(key_pem, password=None)
-        if not isinstance(key, ec.EllipticCurvePrivateKey):
-            raise ValueError(f"expected an EC private key, got {type(key).__name__}")
+        if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+            raise ValueError(f"expected an EC or RSA private key, got {type(key).__name__}")
         return cls(cert=x509.load_pem_x509_certificate(cert_pem), key=key)
 
 
@@ -78,6 +83,7 @@ def issue(
     usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server_auth else []
     if client_auth:
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+    lifetime = min(lifetime, ca.cert.not_valid_after_utc - now)  # never past the CA's own end
     key = ec.generate_private_key(ec.SECP256R1())
     builder = (
         _builder(_name(common_name), ca.cert.subject, key.public_key(), now=now, lifetime=lifetime)
@@ -93,6 +99,12 @@ def issue(
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return KeyPair(cert=builder.sign(ca.key, hashes.SHA256()), key=key)
+
+
+def renewal_due(cert_pem: bytes, renew_before_seconds: float, now: dt.datetime) -> bool:
+    """A certificate with renew_before_seconds or less left (or expired)."""
+    not_after = x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc
+    return (not_after - now).total_seconds() <= renew_before_seconds
 
 
 def dates(cert: x509.Certificate) -> tuple[float, float]:

@@ -13,10 +13,13 @@ import pytest
 from supervisor.local.processes import PORT_RANGE_ENV
 from tests.harness.components import require
 from tests.harness.objstore import (
+    AzuriteServer,
     GcsServer,
     S3Server,
+    azurite_binary,
     fake_gcs_binary,
     moto_server_binary,
+    open_azurite,
     open_fake_gcs_server,
     open_moto_server,
 )
@@ -44,6 +47,13 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
     require("fake-gcs-server", fake_gcs_binary)
     with open_fake_gcs_server(tmp_path_factory.mktemp("fake-gcs")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azurite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzuriteServer]:
+    require("azurite", azurite_binary)
+    with open_azurite(tmp_path_factory.mktemp("azurite")) as server:
         yield server
 
 

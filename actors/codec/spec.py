@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from actors.codec.auth import parse_auth
 from actors.codec.fields import (
     CLIENT_URL_PATTERN,
     QUANTITY_PATTERN,
@@ -34,6 +35,7 @@ from actors.model import (
     MIN_CERT_VALIDITY_SECONDS,
     MIN_SIZE,
     AdoptSpec,
+    AuthSpec,
     AutoCompactionSpec,
     BackupSpec,
     CertificatesSpec,
@@ -99,7 +101,10 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
 
     storage = _storage(spec, r)
 
-    tls = _tls(spec, r)
+    security = _security(spec, r)
+    tls = r.mapping(
+        security, "tls", "spec.security.tls", {"enabled", "certificates", "secretRef", "issuerRef"}
+    )
     resources_doc = r.mapping(spec, "resources", "spec.resources", {"requests", "limits"})
     debug = r.mapping(spec, "debug", "spec.debug", {"networkSidecar"})
     health = r.mapping(spec, "health", "spec.health", {"unresponsiveAfter"})
@@ -126,6 +131,8 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         disaster_recovery=_disaster_recovery(spec, r),
         hibernate=r.boolean(spec, "hibernate", "spec.hibernate", False),
         adopt=parse_adopt(spec, r),
+        auth=_auth(security, tls, r),
+        network_policy=r.boolean(security, "networkPolicy", "spec.security.networkPolicy", True),
     )
 
 
@@ -204,11 +211,18 @@ def _feature_gates(value: str, minor: str, where: str, r: Reader) -> bool:
     return ok
 
 
-def _tls(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
-    security = r.mapping(spec, "security", "spec.security", {"tls"})
-    return r.mapping(
-        security, "tls", "spec.security.tls", {"enabled", "certificates", "secretRef", "issuerRef"}
-    )
+def _security(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
+    return r.mapping(spec, "security", "spec.security", {"tls", "auth", "networkPolicy"})
+
+
+def _auth(security: Mapping[str, Any], tls: Mapping[str, Any], r: Reader) -> AuthSpec:
+    auth = parse_auth(security, r)
+    if auth.enabled and tls.get("enabled", True) is False:
+        r.fail(
+            "spec.security.auth.enabled",
+            "needs spec.security.tls.enabled: the supervisor authenticates to etcd by its client certificate",
+        )
+    return auth
 
 
 SECRET_REF = "spec.security.tls.secretRef"
@@ -307,7 +321,7 @@ def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
         max_age = None
     store = None
     if doc.get("store") is None:
-        r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs)")
+        r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs, azure)")
     else:
         store = parse_store(doc.get("store"), "spec.backup.store", r)
     return BackupSpec(
@@ -397,6 +411,8 @@ def parse_adopt(spec: Mapping[str, Any], r: Reader) -> AdoptSpec | None:
             f"{ADOPT}.clientSecret",
             "must be absent with http endpoints: a client certificate is only presented over https",
         )
+    peer_ca_secret = secret_name(doc, "peerCASecret", f"{ADOPT}.peerCASecret", r)
+    _adopt_tls_matches(spec, schemes, peer_ca_secret, r)
     if spec.get("restore") is not None:
         r.fail(
             ADOPT,
@@ -406,9 +422,33 @@ def parse_adopt(spec: Mapping[str, Any], r: Reader) -> AdoptSpec | None:
     return AdoptSpec(
         endpoints=endpoints,
         client_secret=client_secret,
-        peer_ca_secret=secret_name(doc, "peerCASecret", f"{ADOPT}.peerCASecret", r),
+        peer_ca_secret=peer_ca_secret,
         remove_old=r.boolean(doc, "removeOld", f"{ADOPT}.removeOld", False),
     )
+
+
+def _adopt_tls_matches(
+    spec: Mapping[str, Any], schemes: set[str], peer_ca_secret: str | None, r: Reader
+) -> None:
+    """The new members speak to the old ones as the old ones speak: TLS everywhere or nowhere.
+    (The supervisor runs clients and peers of one cluster with one posture.)"""
+    security = spec.get("security")
+    tls = security.get("tls") if isinstance(security, Mapping) else None
+    enabled = tls.get("enabled", True) if isinstance(tls, Mapping) else True
+    if schemes == {"http"} and enabled is True:
+        r.fail(
+            f"{ADOPT}.endpoints",
+            "http endpoints (a cluster without TLS) need spec.security.tls.enabled: false: the old members"
+            " speak plain HTTP to their peers, so the new members must too",
+        )
+    elif schemes == {"https"} and enabled is False:
+        r.fail(f"{ADOPT}.endpoints", "https endpoints need spec.security.tls.enabled: true (its default)")
+    elif schemes == {"https"} and peer_ca_secret is None:
+        r.fail(
+            f"{ADOPT}.peerCASecret",
+            "required with https endpoints: the old cluster's peer CA (ca.crt, ca.key), which signs the"
+            " new members' peer certificates so that the old members accept them",
+        )
 
 
 def _adopt_endpoints(doc: Mapping[str, Any], r: Reader) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.codec.fields import SECRET_NAME_PATTERN, Reader, secret_name
-from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
+from actors.model import AzureStore, GcsStore, LocalStore, S3Store, StoreSpec
 
 # Bucket names as the stores define them: S3 3-63 of lowercase letters, digits, dots and
 # hyphens; GCS also underscores (and up to 222 characters with dots, rare enough to refuse).
@@ -16,7 +16,9 @@ GCS_BUCKET_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 # An EtcdBackup's name: Kubernetes allows a DNS subdomain; locally it also becomes <name>.json.
 BACKUP_NAME_PATTERN = SECRET_NAME_PATTERN
 ENDPOINT_PATTERN = re.compile(r"^https?://[^\s/]+(/\S*)?$")
-STORE_KINDS = ("local", "s3", "gcs")
+STORE_KINDS = ("local", "s3", "gcs", "azure")
+# Azure container names: 3-63 lowercase letters, digits and single hyphens, not at either end.
+AZURE_CONTAINER_PATTERN = re.compile(r"^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 def parse_store(doc: Any, path: str, reader: Reader) -> StoreSpec | None:
@@ -25,14 +27,14 @@ def parse_store(doc: Any, path: str, reader: Reader) -> StoreSpec | None:
     None when a rule is broken; the reader then holds every broken rule.
     """
     if not isinstance(doc, Mapping):
-        reader.fail(path, "must be an object with exactly one of local, s3, gcs")
+        reader.fail(path, "must be an object with exactly one of local, s3, gcs, azure")
         return None
     for unknown in sorted(set(doc) - set(STORE_KINDS)):
-        reader.fail(f"{path}.{unknown}", "unknown field (a store is one of local, s3, gcs)")
+        reader.fail(f"{path}.{unknown}", "unknown field (a store is one of local, s3, gcs, azure)")
     named = [kind for kind in STORE_KINDS if doc.get(kind) is not None]
     if len(named) != 1:
         got = ", ".join(named) if named else "none"
-        reader.fail(path, f"must name exactly one store of local, s3, gcs (got {got})")
+        reader.fail(path, f"must name exactly one store of local, s3, gcs, azure (got {got})")
         return None
     kind = named[0]
     errors_before = len(reader.errors)
@@ -41,8 +43,10 @@ def parse_store(doc: Any, path: str, reader: Reader) -> StoreSpec | None:
         store = StoreSpec(local=_local_store(doc, where, reader))
     elif kind == "s3":
         store = StoreSpec(s3=_s3_store(doc, where, reader))
-    else:
+    elif kind == "gcs":
         store = StoreSpec(gcs=_gcs_store(doc, where, reader))
+    else:
+        store = StoreSpec(azure=_azure_store(doc, where, reader))
     return store if len(reader.errors) == errors_before else None
 
 
@@ -69,6 +73,22 @@ def _gcs_store(doc: Mapping[str, Any], where: str, r: Reader) -> GcsStore:
     fields = r.mapping(doc, "gcs", where, {"bucket", "prefix", "endpoint", "credentialsSecret"})
     return GcsStore(
         bucket=_bucket(fields, where, r, GCS_BUCKET_PATTERN, "3-63 lowercase letters, digits, ., _, -"),
+        prefix=_key_prefix(fields, where, r),
+        endpoint=_endpoint(fields, where, r),
+        credentials_secret=secret_name(fields, "credentialsSecret", f"{where}.credentialsSecret", r),
+    )
+
+
+def _azure_store(doc: Mapping[str, Any], where: str, r: Reader) -> AzureStore:
+    fields = r.mapping(doc, "azure", where, {"container", "prefix", "endpoint", "credentialsSecret"})
+    container = r.string(fields, "container", f"{where}.container", None)
+    if container is None:
+        r.fail(f"{where}.container", "required")
+    elif not AZURE_CONTAINER_PATTERN.match(container):
+        rule = "3-63 lowercase letters, digits and single hyphens, a letter or digit at each end"
+        r.fail(f"{where}.container", f"must be a container name: {rule} (got {container!r})")
+    return AzureStore(
+        container=container or "",
         prefix=_key_prefix(fields, where, r),
         endpoint=_endpoint(fields, where, r),
         credentials_secret=secret_name(fields, "credentialsSecret", f"{where}.credentialsSecret", r),

@@ -32,6 +32,14 @@ def _refusal(spec: ClusterSpec, observed: Observed, old: list[EtcdMember]) -> st
             f"spec.adopt: the cluster to adopt has {len(old)} members, and {spec.size} new ones would"
             f" make {len(old) + spec.size}: etcd allows at most {MAX_MEMBERS}"
         )
+    scheme = "https" if spec.tls_enabled else "http"
+    other = sorted(url for m in old for url in m.peer_urls if not url.startswith(f"{scheme}://"))
+    if other:
+        return (
+            f"spec.adopt: the old members' peer URLs ({', '.join(other)}) do not use {scheme}, as members"
+            f" with spec.security.tls.enabled: {str(spec.tls_enabled).lower()} do: the new members speak"
+            " to their peers as the old ones do, or not at all"
+        )
     versions = {h.version for h in observed.foreign.values() if h is not None and h.version}
     wanted = _minor(spec.version)
     unsupported = sorted(v for v in versions if _minor(v) not in (wanted, (wanted[0], wanted[1] - 1)))
@@ -49,6 +57,10 @@ def _minor(version: str) -> tuple[int, int]:
 
 
 def _retire(observed: Observed, old: list[EtcdMember]) -> Step:
+    # Who leads, as answers asked before the last step tell it, may be who led before a move.
+    unconfirmed = sorted(observed.answered_before_step & set(observed.health))
+    if unconfirmed:
+        return Wait(f"the old members leave once {', '.join(unconfirmed)} answered since the last step")
     # An old member that does not answer goes first: removing it costs nothing.
     victim = min(old, key=lambda m: (observed.healthy(m), m.name))
     if victim.id == observed.leader_id():

@@ -19,9 +19,9 @@ def membership_unknown(spec: ClusterSpec, observed: Observed) -> Step | None:
         return Wait(ALL_DATA_LOST if runtime else f"{ALL_DATA_LOST}: no member, pod or volume is left")
     if not runtime:
         if spec.adopt is not None:  # never seed a cluster of our own in place of the one to adopt
-            return Wait(
-                f"spec.adopt: no member of the cluster to adopt answers at {', '.join(spec.adopt.endpoints)}"
-            )
+            error = f" ({observed.membership_error})" if observed.membership_error else ""
+            where = ", ".join(spec.adopt.endpoints)
+            return Wait(f"spec.adopt: no member of the cluster to adopt answers at {where}{error}")
         return _seed(spec, member_name(observed.cluster, 0))
     # Bring back every member that still has data; quorum returns once a majority runs again.
     # Their own data tells etcd the membership, so no initial-cluster flags are needed.

@@ -37,7 +37,7 @@ _TRANSLATION: tuple[tuple[type[etcd.EtcdError], type[domain.EtcdError]], ...] = 
 )
 
 
-async def _translated(call: Callable[[], Awaitable[T]]) -> T:
+async def translated(call: Callable[[], Awaitable[T]]) -> T:
     try:
         return await call()
     except etcd.EtcdError as exc:
@@ -111,31 +111,31 @@ class EtcdAdminAdapter:
 
     async def member_list(self, endpoints: Sequence[str]) -> list[EtcdMember]:
         client = self._aimed(endpoints)
-        return [_member(m) for m in await _translated(client.member_list)]
+        return [_member(m) for m in await translated(client.member_list)]
 
     async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
         client = self._aimed(endpoints)
-        return _member(await _translated(lambda: client.member_add([peer_url], learner=True)))
+        return _member(await translated(lambda: client.member_add([peer_url], learner=True)))
 
     async def promote(self, endpoints: Sequence[str], member_id: int) -> None:
         client = self._aimed(endpoints)
-        await _translated(lambda: client.member_promote(member_id))
+        await translated(lambda: client.member_promote(member_id))
 
     async def remove(self, endpoints: Sequence[str], member_id: int) -> None:
         client = self._aimed(endpoints)
-        await _translated(lambda: client.member_remove(member_id))
+        await translated(lambda: client.member_remove(member_id))
 
     async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
         client = self._aimed(endpoints)
-        await _translated(lambda: client.move_leader(target_id))
+        await translated(lambda: client.move_leader(target_id))
 
     async def downgrade(self, endpoints: Sequence[str], action: str, version: str) -> str:
         client = self._aimed(endpoints)
-        return await _translated(lambda: client.downgrade(action, version))
+        return await translated(lambda: client.downgrade(action, version))
 
     async def member_health(self, client_url: str) -> MemberHealth:
         client = self._for_one(client_url)
-        s = await _translated(lambda: client.status(client_url))
+        s = await translated(lambda: client.status(client_url))
         # One member is asked per probe round: the leader, whose word the others follow.
         leads = s.leader_id != 0 and s.leader_id == s.member_id
         return MemberHealth(
@@ -158,34 +158,34 @@ class EtcdAdminAdapter:
     async def compact(self, endpoints: Sequence[str], revision: int) -> None:
         client = self._aimed(endpoints)
         try:
-            await _translated(lambda: client.compact(revision))
+            await translated(lambda: client.compact(revision))
         except domain.EtcdError as exc:
             if "compacted" not in str(exc):  # "required revision has been compacted": done already
                 raise
 
     async def defragment(self, client_url: str) -> None:
         client = self._for_one(client_url)
-        await _translated(lambda: client.defragment(client_url, time_limit=DEFRAG_TIME_LIMIT))
+        await translated(lambda: client.defragment(client_url, time_limit=DEFRAG_TIME_LIMIT))
 
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
         client = self._aimed(endpoints)
-        raised = [a for a in await _translated(client.alarms) if a.kind is AlarmKind.NOSPACE]
+        raised = [a for a in await translated(client.alarms) if a.kind is AlarmKind.NOSPACE]
         for alarm in raised:
-            await _translated(lambda alarm=alarm: client.disarm(alarm))  # type: ignore[misc]
+            await translated(lambda alarm=alarm: client.disarm(alarm))  # type: ignore[misc]
         return len(raised)
 
     async def revision(self, endpoints: Sequence[str]) -> int:
         client = self._aimed(endpoints)
-        return await _translated(client.current_revision)
+        return await translated(client.current_revision)
 
     async def snapshot(self, endpoint: str, sink: Callable[[bytes], Awaitable[None]]) -> SnapshotTaken:
         client = self._for_one(endpoint)
-        taken = await _translated(lambda: client.snapshot(sink, endpoint=endpoint))
+        taken = await translated(lambda: client.snapshot(sink, endpoint=endpoint))
         return SnapshotTaken(taken.size, taken.sha256, taken.revision, taken.endpoint)
 
     async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
         client = self._for_one(endpoint)
-        found = await _translated(lambda: client.hash_kv(endpoint, revision))
+        found = await translated(lambda: client.hash_kv(endpoint, revision))
         return KvHash(found.hash, found.revision, found.compact_revision)
 
 
@@ -221,7 +221,7 @@ class _History:
         return batch
 
     async def _granted_ttl(self, lease: int) -> int | None:
-        return await _translated(lambda: self._client.lease_granted_ttl(lease))
+        return await translated(lambda: self._client.lease_granted_ttl(lease))
 
     async def request_progress(self) -> None:
         await self._watch.request_progress()

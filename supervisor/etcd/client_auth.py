@@ -3,6 +3,7 @@ permissions, and switch auth on and off."""
 
 from __future__ import annotations
 
+from proto.etcd import authpb
 from proto.etcd import etcdserverpb as pb
 
 from . import wire
@@ -23,6 +24,51 @@ class AuthCalls(EtcdConnection):
     async def auth_disable(self) -> None:
         await self._call(
             lambda ch, md, t: pb.AuthStub(ch).auth_disable(pb.AuthDisableRequest(), timeout=t, metadata=md)
+        )
+
+    async def auth_status(self) -> bool:
+        """Whether auth is on."""
+        response = await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).auth_status(pb.AuthStatusRequest(), timeout=t, metadata=md)
+        )
+        return bool(response.enabled)
+
+    async def user_list(self) -> tuple[str, ...]:
+        response = await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).user_list(pb.AuthUserListRequest(), timeout=t, metadata=md)
+        )
+        return tuple(response.users)
+
+    async def role_list(self) -> tuple[str, ...]:
+        response = await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).role_list(pb.AuthRoleListRequest(), timeout=t, metadata=md)
+        )
+        return tuple(response.roles)
+
+    async def role_permissions(self, role: str) -> tuple[tuple[PermissionKind, bytes, bytes], ...]:
+        """(kind, key, range_end) of each permission the role grants."""
+        request = pb.AuthRoleGetRequest(role=role)
+        response = await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).role_get(request, timeout=t, metadata=md)
+        )
+        return tuple((PermissionKind(int(p.perm_type)), p.key, p.range_end) for p in response.perm)
+
+    async def role_revoke_permission(self, role: str, key: bytes, range_end: bytes = b"") -> None:
+        request = pb.AuthRoleRevokePermissionRequest(role=role, key=key, range_end=range_end)
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).role_revoke_permission(request, timeout=t, metadata=md)
+        )
+
+    async def user_revoke_role(self, user: str, role: str) -> None:
+        request = pb.AuthUserRevokeRoleRequest(name=user, role=role)
+        await self._call(lambda ch, md, t: pb.AuthStub(ch).user_revoke_role(request, timeout=t, metadata=md))
+
+    async def user_add_without_password(self, name: str) -> None:
+        """A user who can only authenticate by client certificate (CN = name)."""
+        request = pb.AuthUserAddRequest(name=name, options=authpb.UserAddOptions(no_password=True))
+        await self._call(
+            lambda ch, md, t: pb.AuthStub(ch).user_add(request, timeout=t, metadata=md),
+            retry=retry_if_unapplied,
         )
 
     async def user_add(self, name: str, password: str) -> None:

@@ -15,6 +15,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolv
 from supervisor.kube.backups import pod_verifiers, secret_stores
 from supervisor.kube.certificates import KubeCertificates
 from supervisor.kube.client import KubeClient
+from supervisor.kube.etcd_auth import KubeEtcdAuth
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.pod_names import PodNames
 from supervisor.kube.refusals import refusals_fail_the_step
@@ -84,10 +86,14 @@ class SecretTlsAdmin:
         call_timeout: float,
         voters: VoterLabels | None = None,
         names: PodNames | None = None,
+        seed: Callable[[], Awaitable[None]] | None = None,
     ):
         self._client = client
         # spec.adopt: the old members' short names, resolved as the cluster's pods resolve them.
         self._names = names
+        # Makes the TLS Secret where the operator must reach members before making any (an
+        # adopted cluster's, supervisor/kube/adopted_tls.py).
+        self._seed = seed
         # The disruption budget follows every membership read and change (voter_labels.py).
         self._voters = voters
         self._ref = ref
@@ -107,6 +113,8 @@ class SecretTlsAdmin:
         return self._inner
 
     async def _tls_config(self) -> TlsFiles:
+        if self._seed is not None:
+            await self._seed()
         return await write_client_tls(self._client, self._ref, self._files_dir)
 
     async def aclose(self) -> None:
@@ -252,6 +260,8 @@ class KubeClusters:
         keys = SecretKeys(ports.client)
 
         def admin_for(resource: ClusterResource) -> EtcdAdmin:
+            adopting = resource.spec.adopt is not None and resource.spec.tls_enabled
+            seed = partial(ports.runtime.seed_adopted_tls, resource) if adopting else None
             return SecretTlsAdmin(
                 ports.client,
                 resource.ref,
@@ -264,6 +274,7 @@ class KubeClusters:
                     if resource.spec.adopt is not None
                     else None
                 ),
+                seed=seed,
             )
 
         return Platform(
@@ -279,6 +290,12 @@ class KubeClusters:
             verifier=pod_verifiers(ports.client, image, tls_files),
             requests=requests,
             certificates=KubeCertificates(ports.client, self._tls_root),
+            auth_for=lambda ref: KubeEtcdAuth(
+                ports.client,
+                ref,
+                files_dir=self._tls_root / ref.namespace / ref.name,
+                call_timeout=self._timing.call_timeout,
+            ),
         )
 
     async def serve(self, ports: OperatorPorts, events: trio.MemoryReceiveChannel[ClusterEvent]) -> None:

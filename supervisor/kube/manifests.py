@@ -22,12 +22,12 @@ from actors.model import (
     KIND,
     ClusterRef,
     ClusterSpec,
-    ImageFamily,
     MemberConfig,
     MemberLaunch,
     MemberUrls,
 )
 from supervisor.etcd.member_settings import config_fingerprint, member_settings
+from supervisor.kube.image_layout import etcd_security, image_layout, pod_security, volume_owner
 from supervisor.kube.pod_template import merge_member_pod
 from supervisor.kube.voter_budget import NOT_VOTER, VOTER, VOTER_LABEL
 
@@ -84,7 +84,6 @@ DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 _DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 NETSHOOT_IMAGE = "nicolaka/netshoot:v0.13"
-BITNAMI_UID = 1001  # bitnami/etcd runs as this user; fsGroup makes the volume writable for it
 
 
 @frozen
@@ -280,6 +279,17 @@ def disruption_budget(owner: Owner, min_available: int | None) -> Obj:
     }
 
 
+def user_certificate_secret(owner: Owner, name: str, data_b64: Mapping[str, str]) -> Obj:
+    """An etcd user's client certificate (spec.security.auth.users[].clientCertSecret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": _metadata(owner, name, cluster_labels(owner.ref)),
+        "data": dict(data_b64),
+    }
+
+
 def tls_secret(owner: Owner, data_b64: Mapping[str, str]) -> Obj:
     return {
         "apiVersion": "v1",
@@ -368,30 +378,6 @@ def peer_skip_san_flag(version: str) -> str:
     return "experimental-peer-skip-client-san-verification"
 
 
-def bitnami_environment(
-    launch: MemberLaunch, *, token: str, cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
-) -> list[Obj]:
-    """Exactly what bitnami/etcd needs on Kubernetes, then ETCD_* twins of the official flags.
-
-    Its scripts abort ("MY_STS_NAME: unbound variable") and never form a cluster without the
-    first five; auth stays off, so the root password is empty. Its scripts name members
-    `<member>.<ETCD_CLUSTER_DOMAIN>`, so that is the domain member_host puts them under.
-    """
-    ref = launch.cluster
-    required = [
-        ("ETCD_ON_K8S", "yes"),
-        ("ETCD_CLUSTER_DOMAIN", peer_domain(ref, cluster_domain)),
-        ("MY_STS_NAME", ref.name),
-        ("ALLOW_NONE_AUTHENTICATION", "yes"),
-        ("ETCD_ROOT_PASSWORD", ""),
-    ]
-    flags = [
-        ("ETCD_" + flag.upper().replace("-", "_"), value)
-        for flag, value in _etcd_settings(launch, data_dir="/bitnami/etcd/data", token=token)
-    ]
-    return [{"name": k, "value": v} for k, v in required + flags]
-
-
 def _container_resources(spec: ClusterSpec) -> Obj:
     out: Obj = {}
     if spec.resources.requests:
@@ -401,49 +387,44 @@ def _container_resources(spec: ClusterSpec) -> Obj:
     return out
 
 
-def _etcd_container(launch: MemberLaunch, token: str, cluster_domain: str) -> Obj:
+def _etcd_container(launch: MemberLaunch, token: str) -> Obj:
+    """etcd itself, from the image's own binary with our flags, whatever the image family
+    (image_layout.py says why never through an image's entrypoint)."""
     spec = launch.spec
+    layout = image_layout(spec)
     ports = [
         {"name": "client", "containerPort": CLIENT_PORT, "protocol": "TCP"},
         {"name": "peer", "containerPort": PEER_PORT, "protocol": "TCP"},
         {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
     ]
-    mounts: list[Obj] = []
+    mounts: list[Obj] = [{"name": "data", "mountPath": layout.volume_mount}]
+    settings = _etcd_settings(launch, data_dir=layout.data_dir, token=token)
     container: Obj = {
         "name": "etcd",
         "image": spec.image,
+        # Never the image's entrypoint; and no ETCD_* environment: etcd reads those as flags
+        # and refuses to start when one shadows a flag given on the command line.
+        "command": [layout.binary("etcd")],
+        "args": [f"--{flag}={value}" for flag, value in settings],
         "ports": ports,
         "volumeMounts": mounts,
         # The log's tail becomes the termination message: the status then says why etcd died.
         "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
-    if spec.image_family is ImageFamily.BITNAMI:
-        mounts.append({"name": "data", "mountPath": "/bitnami/etcd"})
-        container["env"] = bitnami_environment(launch, token=token, cluster_domain=cluster_domain)
-        # Bitnami's own health script misbehaves while the cluster bootstraps; an open client
-        # port is what worked.
-        container["readinessProbe"] = {
-            "tcpSocket": {"port": CLIENT_PORT},
-            "initialDelaySeconds": 5,
-            "periodSeconds": 10,
-            "failureThreshold": 3,
-        }
-    else:
-        mounts.append({"name": "data", "mountPath": "/var/lib/etcd"})
-        # A subdirectory: a fresh filesystem's lost+found must not sit inside etcd's data dir.
-        settings = _etcd_settings(launch, data_dir="/var/lib/etcd/data", token=token)
-        container["command"] = ["/usr/local/bin/etcd"]
-        container["args"] = [f"--{flag}={value}" for flag, value in settings]
         # serializable: a learner (which cannot serve linearizable reads) still counts as ready.
         # Probed from the start and every second: the operator takes Ready as the sign that a
         # member serves (before promoting a learner, say), so a slow probe delayed every
         # membership step by up to initialDelaySeconds + periodSeconds (11 s each before).
-        container["readinessProbe"] = {
+        # An HTTP probe, not an exec: nothing in the image but etcd is relied on.
+        "readinessProbe": {
             "httpGet": {"path": "/health?serializable=true", "port": METRICS_PORT, "scheme": "HTTP"},
             "initialDelaySeconds": 0,
             "periodSeconds": 1,
             "failureThreshold": 3,
-        }
+        },
+    }
+    security = etcd_security(layout)
+    if security:
+        container["securityContext"] = security
     # No liveness probe on purpose: killing etcd during a long defragmentation or snapshot
     # would only turn a slow member into a missing one; the cluster actor judges health.
     if spec.tls_enabled:
@@ -548,7 +529,6 @@ def member_pod(
     launch: MemberLaunch,
     *,
     consecutive_failures: int = 0,
-    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN,
     voter: bool = False,
     trust: str = "",
     avoid_nodes: Sequence[str] = (),
@@ -562,7 +542,7 @@ def member_pod(
     ]
     if spec.tls_enabled:
         volumes.append(tls_volume(ref, spec))
-    containers = [_etcd_container(launch, cluster_token(owner), cluster_domain)]
+    containers = [_etcd_container(launch, cluster_token(owner))]
     if spec.debug_sidecar:
         containers.append(debug_container())
     pod_spec: Obj = {
@@ -602,8 +582,12 @@ def member_pod(
             }
         ],
     }
-    if spec.image_family is ImageFamily.BITNAMI:
-        pod_spec["securityContext"] = {"fsGroup": BITNAMI_UID}
+    owner_container = volume_owner(spec, "data")
+    if owner_container:
+        pod_spec["initContainers"] = [owner_container]
+    security = pod_security(image_layout(spec))
+    if security:
+        pod_spec["securityContext"] = security
     annotations = {
         ANNOTATION_PEER_URL: launch.urls.peer_url,
         ANNOTATION_CLIENT_URL: launch.urls.client_url,

@@ -24,10 +24,18 @@ import trio
 
 from actors.codec import parse_spec
 from actors.errors import CertificatesRefused, RuntimeRefused
-from actors.model import ClusterRef, ClusterSpec, MemberConfig, MemberLaunch, MemberUrls, RuntimeMember
+from actors.model import (
+    ClusterRef,
+    ClusterResource,
+    ClusterSpec,
+    MemberConfig,
+    MemberLaunch,
+    MemberUrls,
+    RuntimeMember,
+)
 from actors.ports import MemberChanged
 from supervisor.etcd.addresses import KNOWN, UNADDRESSED
-from supervisor.kube import byo_tls
+from supervisor.kube import adopted_tls, byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
@@ -117,8 +125,8 @@ class KubeRuntime:
     """actors.ports.MemberRuntime over pods and volume claims.
 
     watch_members needs `run()` running (the pod and claim watches) to deliver anything.
-    cluster_domain is the Kubernetes cluster's DNS domain: new members' URLs, certificate SANs
-    and Bitnami's ETCD_CLUSTER_DOMAIN are fully qualified under it.
+    cluster_domain is the Kubernetes cluster's DNS domain: new members' URLs and certificate
+    SANs are fully qualified under it.
     """
 
     def __init__(
@@ -191,6 +199,12 @@ class KubeRuntime:
                 nursery.start_soon(self._copy_brought_tls, owner, spec.tls_secret)
             nursery.start_soon(self._warm.sweep, owner.ref)
         self._ensured_at[owner.uid] = trio.current_time()
+
+    async def seed_adopted_tls(self, resource: ClusterResource) -> None:
+        """An adopting TLS cluster's Secret, signed by the old cluster's CA (adopted_tls.py)."""
+        await adopted_tls.seed_adopted_tls(
+            self._client, resource, cluster_domain=self.cluster_domain, now=self._now
+        )
 
     # --- MemberRuntime -----------------------------------------------------------------------
 
@@ -297,7 +311,6 @@ class KubeRuntime:
             owner,
             launch,
             consecutive_failures=failures,
-            cluster_domain=self.cluster_domain,
             voter=budget is not None and launch.name in budget.voters,
             trust=trust,
             avoid_nodes=self._nodes_to_avoid(launch.cluster),

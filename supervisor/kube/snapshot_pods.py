@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from actors.model import ClusterRef, ClusterSpec, ImageFamily, MemberLaunch
+from actors.model import ClusterRef, ClusterSpec, MemberLaunch
 from supervisor.kube import manifests as m
+from supervisor.kube.image_layout import etcd_security, image_layout, pod_security, volume_owner
 from supervisor.kube.pod_template import merge_snapshot_pod
 from supervisor.kube.snapshot_transfer import RECEIVE_PORT
 
@@ -47,9 +48,15 @@ def snapshot_pod_labels(ref: ClusterRef, component: str) -> dict[str, str]:
 
 def _binaries(spec: ClusterSpec) -> tuple[str, str]:
     """(etcd, the restore tool) in the cluster's image: etcdutl from 3.5, etcdctl before."""
-    bin_dir = "/opt/bitnami/etcd/bin" if spec.image_family is ImageFamily.BITNAMI else "/usr/local/bin"
+    layout = image_layout(spec)
     tool = "etcdctl" if spec.version.startswith("3.4") else "etcdutl"
-    return f"{bin_dir}/etcd", f"{bin_dir}/{tool}"
+    return layout.binary("etcd"), layout.binary(tool)
+
+
+def _etcd_image_container(spec: ClusterSpec, container: Obj) -> Obj:
+    """`container`, which runs the cluster's etcd image, as the image's own user."""
+    security = etcd_security(image_layout(spec))
+    return {**container, "securityContext": security} if security else container
 
 
 # Where the cluster's CA certificate and member key pair are, with TLS on (m.tls_volume).
@@ -109,7 +116,7 @@ def _restore_container(
     }
     if tool.endswith("etcdctl"):
         container["env"] = [{"name": "ETCDCTL_API", "value": "3"}]
-    return container
+    return _etcd_image_container(spec, container)
 
 
 def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec: Obj) -> Obj:
@@ -121,8 +128,9 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
         "terminationGracePeriodSeconds": 5,
         **pod_spec,
     }
-    if spec.image_family is ImageFamily.BITNAMI:
-        pod_spec["securityContext"] = {"fsGroup": m.BITNAMI_UID}
+    security = pod_security(image_layout(spec))
+    if security:
+        pod_spec["securityContext"] = security
     if spec.tls_enabled:
         # Readable by the receiving container's user too (it is not root); only this pod's
         # containers, the operator's image and the cluster's etcd image, mount it.
@@ -176,15 +184,18 @@ def verify_pod(
     if spec.tls_enabled:
         ca, cert, key = TLS_FILES
         args += [f"--cert-file={cert}", f"--key-file={key}", f"--trusted-ca-file={ca}", "--client-cert-auth"]
-    serve = {
-        "name": "etcd",
-        "image": spec.image,
-        "command": [etcd],
-        "args": args,
-        "ports": [{"name": "client", "containerPort": m.CLIENT_PORT, "protocol": "TCP"}],
-        "volumeMounts": _mounts(spec),
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
+    serve = _etcd_image_container(
+        spec,
+        {
+            "name": "etcd",
+            "image": spec.image,
+            "command": [etcd],
+            "args": args,
+            "ports": [{"name": "client", "containerPort": m.CLIENT_PORT, "protocol": "TCP"}],
+            "volumeMounts": _mounts(spec),
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        },
+    )
     pod_spec = {
         "initContainers": [_receive_container(spec, helper_image, token), restore],
         "containers": [serve],
@@ -198,22 +209,28 @@ def restore_pod(
 ) -> Obj:
     """Lays the snapshot into the seed member's claim, as the member's pod will find it."""
     spec = launch.spec
-    mount = "/bitnami/etcd" if spec.image_family is ImageFamily.BITNAMI else "/var/lib/etcd"
+    layout = image_layout(spec)
     restore = _restore_container(
         spec,
         name="restore",
-        data_dir=f"{mount}/data",  # where member_pod's etcd looks for it
+        data_dir=layout.data_dir,  # where member_pod's etcd looks for it
         member=launch.name,
         initial_cluster=launch.initial_cluster_flag(),
         peer_url=launch.urls.peer_url,
         token=cluster_token,
     )
-    restore["volumeMounts"].append({"name": "data", "mountPath": mount})
+    restore["volumeMounts"].append({"name": "data", "mountPath": layout.volume_mount})
+    # The restore writes the data directory as the image's user, as the member's etcd will
+    # read it: on a volume of its own user first (the member pod's init container, image_layout.py).
+    owner_container = volume_owner(spec, "data")
     pod_spec = {
         # etcdutl resolves the member's peer URL to check it against --initial-cluster; the
         # member's DNS name exists only once its own pod runs, so here it is this pod.
         "hostAliases": [{"ip": "127.0.0.1", "hostnames": [urlsplit(launch.urls.peer_url).hostname]}],
-        "initContainers": [_receive_container(spec, helper_image, token)],
+        "initContainers": [
+            _receive_container(spec, helper_image, token),
+            *([owner_container] if owner_container else []),
+        ],
         "containers": [restore],
         "volumes": [
             {"name": "scratch", "emptyDir": {}},

@@ -12,8 +12,14 @@ import binascii
 
 from actors.backup.keys import KeyRing, key_ring_from
 from actors.errors import BackupKeyMissing, StoreAccessDenied, StoreError
-from actors.model import ClusterRef, GcsStore, S3Store, StoreSpec
-from actors.store_port import GCS_CREDENTIAL_KEY, GcsCredentials, StoreCredentials, s3_credentials_from
+from actors.model import AzureStore, ClusterRef, GcsStore, S3Store, StoreSpec
+from actors.store_port import (
+    GCS_CREDENTIAL_KEY,
+    GcsCredentials,
+    StoreCredentials,
+    azure_credentials_from,
+    s3_credentials_from,
+)
 from supervisor.kube.client import KubeClient, KubeError
 
 
@@ -24,12 +30,14 @@ async def secret_credentials(client: KubeClient, namespace: str, spec: StoreSpec
     that does not answer stays a KubeUnavailable (it says nothing about the store).
     """
     store = spec.chosen
-    if not isinstance(store, S3Store | GcsStore) or not store.credentials_secret:
+    if not isinstance(store, S3Store | GcsStore | AzureStore) or not store.credentials_secret:
         return None
     where = f"{store.describe()}: credentialsSecret {namespace}/{store.credentials_secret}"
     values = await _secret_data(client, namespace, store.credentials_secret, where)
     if isinstance(store, S3Store):
         return s3_credentials_from(values, where)
+    if isinstance(store, AzureStore):
+        return azure_credentials_from(values, where)
     if not values.get(GCS_CREDENTIAL_KEY):
         raise StoreAccessDenied(f"{where}: {GCS_CREDENTIAL_KEY} missing")
     return GcsCredentials(values[GCS_CREDENTIAL_KEY])

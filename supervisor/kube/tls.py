@@ -42,9 +42,11 @@ def generate_cluster_tls(
     now: dt.datetime,
     cluster_domain: str = manifests.DEFAULT_CLUSTER_DOMAIN,
     certificates: CertificatesSpec | None = None,
+    ca: pki.KeyPair | None = None,
 ) -> TlsMaterial:
     """A new CA and the certificates signed by it, for the lives `certificates` sets (the CA's
     caValidity, each leaf's validity; supervisor/kube/certificates.py renews the leaves).
+    `ca`: sign with this CA instead of a new one (an adopted cluster's, supervisor/adopted_ca.py).
 
     The SANs follow cluster_domain once, at creation: the Secret is never regenerated while it
     exists (running members trust its CA), so the domain must not change over a cluster's life.
@@ -52,7 +54,7 @@ def generate_cluster_tls(
     lives = certificates or CertificatesSpec()
     leaf_lifetime = dt.timedelta(seconds=lives.validity_seconds)
     ca_lifetime = dt.timedelta(seconds=lives.ca_validity_seconds)
-    ca = pki.new_ca(f"etcd-ca {ref.name}", now=now, lifetime=ca_lifetime, unit=ref.namespace)
+    ca = ca or pki.new_ca(f"etcd-ca {ref.name}", now=now, lifetime=ca_lifetime, unit=ref.namespace)
     member = pki.issue(
         ca,
         f"etcd-member {ref.name}",

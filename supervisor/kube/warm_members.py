@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from actors.model import ClusterRef, ImageFamily, MemberLaunch, member_name, member_ordinal
+from actors.model import ClusterRef, MemberLaunch, member_name, member_ordinal
 from actors.pod_template import owned_label
 from supervisor.kube import manifests as m
 from supervisor.kube.start_gate import GATE_PORT
@@ -85,8 +85,6 @@ def next_launch(launch: MemberLaunch, *, cluster_domain: str) -> MemberLaunch | 
     ordinals = [o for o in (member_ordinal(cluster, name) for name in members) if o is not None]
     if launch.name not in members or launch.force_new_cluster or len(ordinals) >= launch.spec.size:
         return None
-    if launch.spec.image_family is ImageFamily.BITNAMI:
-        return None  # its image starts etcd through scripts of its own: no gate in front
     if not ordinals:
         return None
     name = member_name(cluster, max(ordinals) + 1)
@@ -119,7 +117,11 @@ def warm_claim(owner: m.Owner, launch: MemberLaunch) -> Obj:
 
 
 def warm_pod(owner: m.Owner, member_pod: Obj, *, helper_image: str, token: str) -> Obj:
-    """`member_pod` (manifests.member_pod for the predicted launch) with its etcd behind a gate."""
+    """`member_pod` (manifests.member_pod for the predicted launch) with its etcd behind a gate.
+
+    Everything else is the member pod's, its init containers too (Bitnami's volume owner,
+    image_layout.py): they run while the pod waits, so the volume is the image user's by the
+    time the gate opens, as in a member pod made without warming."""
     name = member_pod["metadata"]["name"]
     pod = copy.deepcopy(member_pod)
     # The user's labels (spec.podTemplate) stay: adoption only relabels the supervisor's own.

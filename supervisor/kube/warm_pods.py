@@ -79,9 +79,7 @@ class WarmPods:
 
     async def _make_warm(self, owner: m.Owner, ahead: MemberLaunch, image: str, trust: str) -> None:
         ns = owner.ref.namespace
-        member = m.member_pod(
-            owner, ahead, consecutive_failures=0, cluster_domain=self._cluster_domain, trust=trust
-        )
+        member = m.member_pod(owner, ahead, consecutive_failures=0, trust=trust)
         pod = warm.warm_pod(owner, member, helper_image=image, token=secrets.token_hex(16))
         try:
             await self._client.create(
@@ -102,9 +100,7 @@ class WarmPods:
         Adopted first, then waited for: the kubelet may have given the pod up for a while (a
         claim it read as not yet bound fails the pod's sync, retried only after about 10 s), and
         any update of the pod makes it sync again at once."""
-        wanted = m.member_pod(
-            owner, launch, consecutive_failures=0, cluster_domain=self._cluster_domain, trust=trust
-        )
+        wanted = m.member_pod(owner, launch, consecutive_failures=0, trust=trust)
         if not warm.made_for(pod, wanted):
             return False
         path = m.core_path(launch.cluster.namespace, "pods", launch.name)

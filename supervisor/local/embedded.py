@@ -22,7 +22,7 @@ from actors.model import ClusterRef, ClusterStatus, Phase, StoreSpec
 from actors.platform import Platform, open_supervisor
 from actors.store_port import ObjectStore
 from supervisor.aio import open_asyncio_loop
-from supervisor.local.platform import local_admins
+from supervisor.local.platform import local_admins, local_auth
 from supervisor.local.restore import LocalRestorer
 from supervisor.local.runtime import LocalRuntime, open_local_runtime
 from supervisor.runtime import Intensity
@@ -113,11 +113,13 @@ async def open_local_supervisor(
     keys: BackupKeySource | None = None,
     etcd_dir: Path | None = None,
     leave_members_running: bool = False,
+    secrets_dir: Path | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
     """The daemon's own wiring (the local runtime and admins, open_supervisor) with an in-memory
     recorder as the sinks. `stores`: where restores come from, `keys` their decryption keys
     (backups are the caller's `children`, at the pace it sets); `wrap`: a test's variant of the
-    platform (faults); `leave_members_running`: etcd keeps serving after it, for the next one to adopt."""
+    platform (faults); `leave_members_running`: etcd keeps serving after it, for the next one to adopt;
+    `secrets_dir`: where Secrets named by a spec are directories (spec.adopt's)."""
     recorder = Recorder()
     async with (
         open_asyncio_loop(),
@@ -130,9 +132,10 @@ async def open_local_supervisor(
             runtime,
             recorder,
             recorder,
-            local_admins(runtime, timing),
+            local_admins(runtime, timing, secrets_dir=secrets_dir),
             restorer,
             certificates=runtime.certificates(),
+            auth_for=local_auth(runtime, timing, secrets_dir=secrets_dir or state_dir),
         )
         async with open_supervisor(
             wrap(platform) if wrap else platform,

@@ -38,6 +38,7 @@ from actors.model import (
 )
 from actors.pod_template import kubernetes_only
 from actors.ports import MemberChanged, MemberRuntime
+from supervisor import pki
 from supervisor.etcd.member_settings import config_fingerprint
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
@@ -54,7 +55,15 @@ from supervisor.local.layout import (
     record_process,
     write_json_atomically,
 )
-from supervisor.local.tls import CLIENT, MEMBER_STEM, LocalCertificates, ensure_ca, ensure_leaf, trust_of
+from supervisor.local.tls import (
+    CLIENT,
+    MEMBER_STEM,
+    LocalCertificates,
+    ensure_ca,
+    ensure_leaf,
+    seed_ca,
+    trust_of,
+)
 from supervisor.member_subscribers import MemberSubscribers
 
 log = logging.getLogger(__name__)
@@ -159,6 +168,14 @@ class LocalRuntime:
             server=False,
             certificates=certificates,
         )
+
+    @property
+    def layout(self) -> StateLayout:
+        return self._layout
+
+    def seed_ca(self, cluster: ClusterRef, ca: pki.KeyPair) -> None:
+        """The CA of a cluster being adopted, before client_tls_files would make one of its own."""
+        seed_ca(self._layout.cluster(cluster).tls_dir, ca)
 
     def certificates(self) -> LocalCertificates:
         """The CertificateStore over this runtime's clusters (for the renewal child)."""

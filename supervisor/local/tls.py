@@ -39,6 +39,14 @@ def ensure_ca(tls_dir: Path, *, common_name: str, certificates: CertificatesSpec
     return ca
 
 
+def seed_ca(tls_dir: Path, ca: pki.KeyPair) -> None:
+    """An adopted cluster's CA (spec.adopt, supervisor/adopted_ca.py), written before anything
+    is signed, so every leaf ensure_leaf makes is signed by it; one already there is kept."""
+    files = TlsFiles(tls_dir / "ca.crt", tls_dir / "ca.crt", tls_dir / "ca.key")
+    if not all(path.exists() for path in files.pair()):
+        _write_pair(files, ca)
+
+
 def ensure_leaf(
     ca: TlsFiles,
     directory: Path,

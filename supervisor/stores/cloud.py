@@ -189,7 +189,11 @@ _UNAVAILABLE_TEXT = ("error sending request", "timed out", "timeout", "Connectio
 
 
 def _names_bucket(message: str) -> bool:
-    return "NoSuchBucket" in message or "bucket does not exist" in message.lower()
+    # S3 and GCS name a missing bucket so; Azure a missing container ContainerNotFound.
+    return (
+        any(code in message for code in ("NoSuchBucket", "ContainerNotFound"))
+        or "bucket does not exist" in message.lower()
+    )
 
 
 def _translate(store: str, operation: str, key: str, exc: BaseException) -> StoreError:

@@ -1,19 +1,27 @@
 """Credentials in local mode: the daemon's environment, or a file next to the manifest.
 
 A store naming `credentialsSecret: s3-creds` is read from `<manifest dir>/s3-creds` (KEY=VALUE
-lines: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or, for GCS, `<manifest dir>/gcs-creds.json`
+lines: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; for Azure AZURE_STORAGE_ACCOUNT_NAME,
+AZURE_STORAGE_ACCOUNT_KEY) or, for GCS, `<manifest dir>/gcs-creds.json`
 (a service-account key) when that file exists; otherwise from the standard environment
 variables (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, GOOGLE_APPLICATION_CREDENTIALS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from actors.errors import StoreAccessDenied
-from actors.model import GcsStore, S3Store, StoreSpec
-from actors.store_port import S3_CREDENTIAL_KEYS, GcsCredentials, StoreCredentials, s3_credentials_from
+from actors.model import AzureStore, GcsStore, S3Store, StoreSpec
+from actors.store_port import (
+    AZURE_CREDENTIAL_KEYS,
+    S3_CREDENTIAL_KEYS,
+    GcsCredentials,
+    StoreCredentials,
+    azure_credentials_from,
+    s3_credentials_from,
+)
 
 S3_KEYS = S3_CREDENTIAL_KEYS
 
@@ -28,20 +36,33 @@ def local_credentials(spec: StoreSpec, manifest_dir: Path, environ: Mapping[str,
         return _s3(store, manifest_dir, environ)
     if isinstance(store, GcsStore):
         return _gcs(store, manifest_dir, environ)
+    if isinstance(store, AzureStore):
+        return _key_file(store, manifest_dir, environ, AZURE_CREDENTIAL_KEYS, azure_credentials_from)
     return None
 
 
 def _s3(store: S3Store, manifest_dir: Path, environ: Mapping[str, str]) -> StoreCredentials:
+    return _key_file(store, manifest_dir, environ, S3_KEYS, s3_credentials_from)
+
+
+def _key_file(
+    store: S3Store | AzureStore,
+    manifest_dir: Path,
+    environ: Mapping[str, str],
+    keys: tuple[str, ...],
+    parse: Callable[[Mapping[str, str], str], StoreCredentials],
+) -> StoreCredentials:
+    """KEY=VALUE credentials: the named file next to the manifest, else the environment."""
     secret = store.credentials_secret
     if secret and (manifest_dir / secret).is_file():
         path = manifest_dir / secret
-        return s3_credentials_from(parse_key_values(path.read_text()), f"{store.describe()}: {path}")
-    if all(environ.get(k) for k in S3_KEYS):
-        return s3_credentials_from(environ, "the environment")
+        return parse(parse_key_values(path.read_text()), f"{store.describe()}: {path}")
+    if all(environ.get(k) for k in keys):
+        return parse(environ, "the environment")
     if secret:
         raise StoreAccessDenied(
             f"{store.describe()}: credentialsSecret {secret!r}: no file {manifest_dir / secret} "
-            f"and no {' / '.join(S3_KEYS)} in the environment"
+            f"and no {' / '.join(keys)} in the environment"
         )
     return None
 

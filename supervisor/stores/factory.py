@@ -8,12 +8,13 @@ from typing import Any
 
 import attrs
 import obstore.exceptions
-from obstore.store import S3Store
+from obstore.store import AzureStore, S3Store
 
 from actors.errors import StoreError
+from actors.model import AzureStore as AzureSpec
 from actors.model import GcsStore, LocalStore, StoreSpec
 from actors.model import S3Store as S3Spec
-from actors.store_port import ObjectStore, S3Credentials, StoreCredentials
+from actors.store_port import AzureCredentials, ObjectStore, S3Credentials, StoreCredentials
 from supervisor.stores.cloud import ObstoreStore, Transfer
 from supervisor.stores.gcs import open_gcs
 from supervisor.stores.local import LocalDirectoryStore
@@ -50,7 +51,11 @@ def open_store(
         timeouts = (options.connect_timeout, options.request_timeout, options.retry_timeout)
         return open_gcs(store, credentials, transfer=options.transfer, timeouts=timeouts)
     try:
-        backend = _s3(store, credentials, options)
+        backend = (
+            _azure(store, credentials, options)
+            if isinstance(store, AzureSpec)
+            else _s3(store, credentials, options)
+        )
     except obstore.exceptions.BaseError as exc:
         # Building the client can fail too (no CA certificates in the image, a malformed
         # endpoint): a failed backup with the reason, never a crashed actor.
@@ -72,6 +77,23 @@ def _retry(options: StoreOptions) -> dict[str, Any]:
         "retry_timeout": timedelta(seconds=options.retry_timeout),
         "backoff": {"init_backoff": timedelta(milliseconds=200), "max_backoff": timedelta(seconds=5)},
     }
+
+
+def _azure(store: AzureSpec, credentials: StoreCredentials, options: StoreOptions) -> AzureStore:
+    config: dict[str, Any] = {}
+    if store.endpoint:  # Azurite, a private endpoint: the account is in the URL's path
+        config["endpoint"] = store.endpoint
+    if isinstance(credentials, AzureCredentials):
+        config.update(account_name=credentials.account_name, account_key=credentials.account_key)
+    elif credentials is not None:
+        raise ValueError(f"{store.describe()}: Azure needs an account key, not {type(credentials).__name__}")
+    return AzureStore(
+        store.container,
+        prefix=store.prefix.strip("/") or None,
+        config=config,  # type: ignore[arg-type]
+        client_options=_client(options, store.endpoint),  # type: ignore[arg-type]
+        retry_config=_retry(options),  # type: ignore[arg-type]
+    )
 
 
 def _s3(store: S3Spec, credentials: StoreCredentials, options: StoreOptions) -> S3Store:

@@ -72,6 +72,7 @@ async def open_local_supervisor(
     keys: BackupKeySource | None = None,
     etcd_dir: Path | None = None,
     leave_members_running: bool = False,
+    secrets_dir: Path | None = None,
 ) -> AsyncIterator[LocalSupervisor]:
     async with embedded.open_local_supervisor(
         state_dir,
@@ -82,6 +83,7 @@ async def open_local_supervisor(
         keys=keys,
         etcd_dir=etcd_dir,
         leave_members_running=leave_members_running,
+        secrets_dir=secrets_dir,
     ) as sup:
         yield LocalSupervisor(sup)
 

@@ -1,18 +1,32 @@
 """spec.adopt on real etcd processes, locally: a three-member cluster started by hand (not by the
-supervisor) is taken over live under a client workload. New members join it as learners and are
-promoted; with removeOld the old members then leave, leadership moved off them first. Every key
-keeps its value and revision, the old members are no longer members, and the clients' history
-(first against the old endpoints, then the new ones) is linearizable (porcupine)."""
+supervisor), plain or with TLS, is taken over live under a client workload. With TLS the old
+cluster's CA (given as directories, the local form of Secrets) signs the new members'
+certificates, and the old clients' certificates keep working on the new members. New members
+join it as learners and are promoted; with removeOld the old members then leave, leadership
+moved off them first. Every key keeps its value and revision, the old members are no longer
+members, and the clients' history (first against the old endpoints, then the new ones) is
+linearizable (porcupine)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
-from actors.model import AdoptSpec, ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, Role
-from supervisor.etcd.client import open_etcd_client
+from actors.model import AdoptSpec, ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor
+from tests.harness.adoption import (
+    CLIENT_SECRET,
+    PEER_CA_SECRET,
+    contents,
+    member_names,
+    new_voters,
+    old_client_tls,
+    old_secrets,
+    write,
+    write_secret_dirs,
+)
 from tests.harness.etcd import running_cluster
 from tests.harness.etcd_versions import built_or_skip
 from tests.harness.history import KvWorkload, checker_or_skip
@@ -21,38 +35,30 @@ REF = ClusterRef("default", "demo")
 VERSION = ClusterSpec().version  # the old cluster runs what a new one would
 
 
-async def contents(endpoints: list[str]) -> dict[bytes, tuple[bytes, int]]:
-    """Every key under data/ with its value and the revision it was last written at."""
-    async with open_etcd_client(endpoints, call_timeout=5.0) as etcd:
-        return {kv.key: (kv.value, kv.mod_revision) for kv in await etcd.range(b"data/", b"data0")}
-
-
-async def write(endpoints: list[str], count: int) -> None:
-    async with open_etcd_client(endpoints, call_timeout=5.0) as etcd:
-        for n in range(count):
-            await etcd.put(f"data/{n:05d}".encode(), f"value {n}".encode())
-
-
-def new_voters(status: ClusterStatus) -> list[str]:
-    voting = (Role.LEADER, Role.FOLLOWER)
-    return [
-        m.client_url for m in status.members if m.name.startswith("demo-") and m.role in voting and m.healthy
-    ]
-
-
 def only_new_members(status: ClusterStatus) -> bool:
     return is_healthy(status, 3) and all(m.name.startswith("demo-") for m in status.members)
 
 
-async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_tls", [False, True], ids=["plain", "tls"])
+async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(
+    tmp_path: Path, with_tls: bool
+) -> None:
     checker_or_skip()
-    with running_cluster(built_or_skip(VERSION), tmp_path / "old", size=3) as old:
+    with running_cluster(
+        built_or_skip(VERSION), tmp_path / "old", size=3, tls=with_tls, peer_tls=with_tls
+    ) as old:
         old_urls = list(old.endpoints)
-        spec = ClusterSpec(size=3, tls_enabled=False, adopt=AdoptSpec(tuple(old_urls), remove_old=True))
-        workload = KvWorkload(endpoints=list(old_urls))
-        async with open_local_supervisor(tmp_path / "state") as sup:
-            await write(old_urls, 300)
-            before = await contents(old_urls)
+        if with_tls:
+            write_secret_dirs(old_secrets(old), tmp_path / "secrets")
+            tls = old_client_tls(old)
+            adopt = AdoptSpec(tuple(old_urls), CLIENT_SECRET, PEER_CA_SECRET, remove_old=True)
+        else:
+            tls, adopt = None, AdoptSpec(tuple(old_urls), remove_old=True)
+        spec = ClusterSpec(size=3, tls_enabled=with_tls, adopt=adopt)
+        workload = KvWorkload(endpoints=list(old_urls), tls=tls)
+        async with open_local_supervisor(tmp_path / "state", secrets_dir=tmp_path / "secrets") as sup:
+            await write(old_urls, tls, 300)
+            before = await contents(old_urls, tls)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(workload.run)
                 await workload.wait_for_more(50)
@@ -68,9 +74,8 @@ async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(
                 await workload.wait_for_more(50)
                 nursery.cancel_scope.cancel()
 
-            after = await contents(new_urls)
-            async with open_etcd_client(new_urls, call_timeout=5.0) as etcd:
-                names = sorted(m.name for m in await etcd.member_list())
+            after = await contents(new_urls, tls)
+            names = await member_names(new_urls, tls)
             events = [(reason, message) for ref, reason, message in sup.recorder.events if ref == REF]
 
     assert names == ["demo-0", "demo-1", "demo-2"]

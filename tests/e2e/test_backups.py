@@ -17,6 +17,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,13 @@ def on_demand_backup(name: str, cluster: str) -> dict[str, Any]:
     }
 
 
+def succeeded_backup(cluster: Cluster, namespace: str, name: str) -> dict[str, Any] | None:
+    """The EtcdBackup's status once Succeeded, None before; a Failed one fails the test."""
+    found = cluster.get_json("etcdbackup", name, namespace=namespace).get("status") or {}
+    assert found.get("phase") != "Failed", found
+    return found if found.get("phase") == "Succeeded" else None
+
+
 def status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
     return cluster.get_json("etcdcluster", name, namespace=namespace).get("status") or {}
 
@@ -136,11 +144,7 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
     start = time.monotonic()
     e2e_cluster.apply([on_demand_backup("before-restore", "src")], namespace=ns)
 
-    def succeeded() -> dict[str, Any] | None:
-        found = e2e_cluster.get_json("etcdbackup", "before-restore", namespace=ns).get("status") or {}
-        assert found.get("phase") != "Failed", found
-        return found if found.get("phase") == "Succeeded" else None
-
+    succeeded = partial(succeeded_backup, e2e_cluster, ns, "before-restore")
     taken = wait_for("the EtcdBackup Succeeded", succeeded, 120, poll=0.5)
     print(f"\non-demand backup verified in {time.monotonic() - start:.1f}s: {json.dumps(taken)}")
     assert taken["verified"] is True and taken["revision"] >= revision

@@ -235,6 +235,7 @@ class EtcdMember:
     binaries: EtcdBinaries
     process: subprocess.Popen[bytes] | None = None
     last_args: list[str] = attrs.field(factory=list)
+    peer_tls: bool = False  # with tls: peers too speak TLS (by default only clients do)
 
     @property
     def client_url(self) -> str:
@@ -243,7 +244,8 @@ class EtcdMember:
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        scheme = "https" if self.tls and self.peer_tls else "http"
+        return f"{scheme}://127.0.0.1:{self.peer_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -292,6 +294,13 @@ class EtcdMember:
                 f"--key-file={self.tls.server_key}",
                 f"--trusted-ca-file={self.tls.ca}",
                 "--client-cert-auth",
+            ]
+        if self.tls and self.peer_tls:
+            args += [
+                f"--peer-cert-file={self.tls.server_cert}",
+                f"--peer-key-file={self.tls.server_key}",
+                f"--peer-trusted-ca-file={self.tls.ca}",
+                "--peer-client-cert-auth",
             ]
         args += list(extra_args)
         self.last_args = args
@@ -350,6 +359,7 @@ class EtcdCluster:
     directory: Path
     tls: TlsFiles | None = None
     extra_args: tuple[str, ...] = ()
+    peer_tls: bool = False
     token: str = attrs.field(factory=lambda: f"etcd-test-{uuid.uuid4().hex[:8]}")
     members: list[EtcdMember] = attrs.field(factory=list)
     _names_used: int = 0
@@ -373,6 +383,7 @@ class EtcdCluster:
             directory=self.directory / name,
             tls=self.tls,
             binaries=self.binaries,
+            peer_tls=self.peer_tls,
         )
 
     def start(self, size: int) -> None:
@@ -482,11 +493,14 @@ def running_cluster(
     *,
     size: int = 3,
     tls: bool = False,
+    peer_tls: bool = False,
     extra_args: Sequence[str] = (),
 ) -> Iterator[EtcdCluster]:
     """A fresh ``size``-member cluster in ``directory``, stopped (and its processes reaped) on exit."""
     files = generate_tls(directory / "tls") if tls else None
-    cluster = EtcdCluster(binaries=binaries, directory=directory, tls=files, extra_args=tuple(extra_args))
+    cluster = EtcdCluster(
+        binaries=binaries, directory=directory, tls=files, extra_args=tuple(extra_args), peer_tls=peer_tls
+    )
     try:
         cluster.start(size)
         yield cluster

@@ -273,7 +273,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def etcd_cluster(name: str, version: str, *, tls: bool) -> dict[str, Any]:
+def etcd_cluster(
+    name: str, version: str, *, tls: bool, repository: str = images.ETCD_REPOSITORY
+) -> dict[str, Any]:
     return {
         "apiVersion": "etcd.io/v1alpha1",
         "kind": "EtcdCluster",
@@ -281,7 +283,7 @@ def etcd_cluster(name: str, version: str, *, tls: bool) -> dict[str, Any]:
         "spec": {
             "size": 3,
             "version": version,
-            "repository": images.ETCD_REPOSITORY,
+            "repository": repository,
             "storage": {"size": "1Gi", "reclaimPolicy": "Delete"},
             "security": {"tls": {"enabled": tls}},
         },
@@ -289,7 +291,13 @@ def etcd_cluster(name: str, version: str, *, tls: bool) -> dict[str, Any]:
 
 
 def form_cluster(
-    cluster: Cluster, namespace: str, name: str, *, tls: bool, version: str | None = None
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    *,
+    tls: bool,
+    version: str | None = None,
+    repository: str = images.ETCD_REPOSITORY,
 ) -> tuple[float, dict[str, Any]]:
     """Apply a 3-member EtcdCluster; until Running. Returns (seconds, every pod seen by uid).
 
@@ -302,7 +310,8 @@ def form_cluster(
         KubectlWatch(cluster.kubeconfig, pod_args, POD_LINE) as pod_lines,
     ):
         start = time.monotonic()
-        cluster.apply([etcd_cluster(name, version or cluster.etcd_version, tls=tls)], namespace=namespace)
+        spec = etcd_cluster(name, version or cluster.etcd_version, tls=tls, repository=repository)
+        cluster.apply([spec], namespace=namespace)
         running_at = phases.until(f"EtcdCluster {name} Running", lambda lines: lines[-1] == "Running", 180)
         return running_at - start, pods_seen(pod_lines.drain())
 

@@ -9,6 +9,8 @@ a tag other than ``latest``) or ``Never``.
 - etcd: laid out like the official image (static ``etcd``, ``etcdctl``, ``etcdutl`` at
   ``/usr/local/bin``), tagged ``quay.io/coreos/etcd:v<the binary's own version>``; by default
   the per-version cache's build of the default spec.version.
+- bitnami: laid out like Bitnami's etcd image (``bitnami_archive``), with traps where its
+  scripts would be.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ BUSYBOX = Path("/bin/busybox")
 BUSYBOX_IMAGE = "e2e.local/busybox:1"  # a test pod's tools: sh, httpd, wget, nslookup
 
 
-Layer = Mapping[str, Path | str]  # path in the image -> a file here, or "->target" for a symlink
+# path in the image -> a file here, "->target" for a symlink, or DIRECTORY for an empty directory
+Layer = Mapping[str, Path | str]
+DIRECTORY = "<directory>"
 
 
 def _layer_tar(files: Layer) -> bytes:
@@ -55,7 +59,11 @@ def _layer_tar(files: Layer) -> bytes:
                     info.type, info.mode = tarfile.DIRTYPE, 0o755
                     tar.addfile(info)
             src = files[dest]
-            if isinstance(src, str):
+            if src == DIRECTORY:
+                info = tarfile.TarInfo(dest.lstrip("/"))
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif isinstance(src, str):
                 info = tarfile.TarInfo(dest.lstrip("/"))
                 info.type, info.linkname = tarfile.SYMTYPE, src.removeprefix("->")
                 tar.addfile(info)
@@ -70,17 +78,29 @@ def _layer_tar(files: Layer) -> bytes:
 
 
 def write_docker_archive(
-    out: Path, tag: str, layers: Sequence[Layer], *, entrypoint: list[str], env: Mapping[str, str] = {}
+    out: Path,
+    tag: str,
+    layers: Sequence[Layer],
+    *,
+    entrypoint: list[str],
+    env: Mapping[str, str] = {},
+    cmd: list[str] | None = None,
+    user: str | None = None,
 ) -> Path:
     """A docker-archive of ``layers`` (bottom first), as ``docker save`` writes one."""
     blobs = [_layer_tar(files) for files in layers]
+    image_config: dict[str, object] = {
+        "Entrypoint": entrypoint,
+        "Env": [f"{k}={v}" for k, v in {"PATH": "/usr/local/bin:/usr/bin:/bin", **env}.items()],
+    }
+    if cmd is not None:
+        image_config["Cmd"] = cmd
+    if user is not None:
+        image_config["User"] = user
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {
-            "Entrypoint": entrypoint,
-            "Env": [f"{k}={v}" for k, v in {"PATH": "/usr/local/bin:/usr/bin:/bin", **env}.items()],
-        },
+        "config": image_config,
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(b).hexdigest() for b in blobs]},
     }
     config_bytes = json.dumps(config).encode()
@@ -139,19 +159,70 @@ def etcd_version(bin_dir: Path) -> str:
     return found.group(1)
 
 
-def etcd_archive(out_dir: Path, bin_dir: Path | None = None) -> tuple[Path, str]:
-    """The official-image layout of the etcd binaries in ``bin_dir``; returns (archive, version)."""
-    bin_dir = bin_dir or Path(os.environ.get("E2E_ETCD_BIN_DIR") or default_etcd_dir())
+def _etcd_binaries(bin_dir: Path, image_bin_dir: str) -> tuple[dict[str, Path | str], str]:
+    """The etcd binaries in ``bin_dir`` as a layer under ``image_bin_dir``, and their version."""
     for name in ("etcd", "etcdctl"):
         if not os.access(bin_dir / name, os.X_OK):
             raise MissingComponent(f"{bin_dir / name} missing: no etcd image can be built")
-    version = etcd_version(bin_dir)
-    tag = f"{ETCD_REPOSITORY}:v{version}"
     # etcdutl exists from 3.5 on; the official 3.4 image has none either.
     names = [n for n in ("etcd", "etcdctl", "etcdutl") if (bin_dir / n).exists()]
-    files = {f"/usr/local/bin/{n}": bin_dir / n for n in names}
+    files: dict[str, Path | str] = {f"{image_bin_dir}/{n}": bin_dir / n for n in names}
+    return files, etcd_version(bin_dir)
+
+
+def etcd_archive(out_dir: Path, bin_dir: Path | None = None) -> tuple[Path, str]:
+    """The official-image layout of the etcd binaries in ``bin_dir``; returns (archive, version)."""
+    bin_dir = bin_dir or Path(os.environ.get("E2E_ETCD_BIN_DIR") or default_etcd_dir())
+    files, version = _etcd_binaries(bin_dir, "/usr/local/bin")
+    tag = f"{ETCD_REPOSITORY}:v{version}"
     return write_docker_archive(
         out_dir / f"etcd-{version}.tar", tag, [files], entrypoint=["/usr/local/bin/etcd"]
+    ), version
+
+
+BITNAMI_REPOSITORY = "docker.io/bitnami/etcd"  # "bitnami/" in it: spec.image_family is Bitnami's
+BITNAMI_SCRIPTS = "/opt/bitnami/scripts/etcd"
+# What every trap prints to stderr; the e2e test looks for it in every container's log.
+TRAP_LINE = "TRAP: bitnami {script} ran; the supervisor must never depend on it"
+
+
+def _trap_script(out_dir: Path, script: str) -> Path:
+    path = out_dir / "bitnami-traps" / script
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = TRAP_LINE.format(script=script)
+    path.write_text(
+        f"#!/bin/sh\n# A trap in place of Bitnami's {script}, not a copy of it.\necho '{line}' >&2\nexit 1\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def bitnami_archive(out_dir: Path, bin_dir: Path) -> tuple[Path, str]:
+    """An image of Bitnami's etcd layout, without any of Bitnami's scripts (they must not be in
+    this repository); returns (archive, version).
+
+    The etcd binaries of ``bin_dir`` at /opt/bitnami/etcd/bin, busybox for a shell and chown,
+    user 1001, /bitnami/etcd for the volume, tagged ``docker.io/bitnami/etcd:<version>`` (no
+    "v", as Bitnami tags). Its entrypoint, command and preStop script are traps: each prints
+    TRAP_LINE to stderr and exits 1. Those scripts are how Bitnami's image manages membership
+    on its own; a pod that ever runs one fails, and the test that made it sees the line.
+    """
+    if not BUSYBOX.exists():
+        raise MissingComponent("busybox-static missing (make node installs it)")
+    files, version = _etcd_binaries(bin_dir, "/opt/bitnami/etcd/bin")
+    applets = ("sh", "chown", "stat", "ls", "id", "cat")
+    files.update({"/bin/busybox": BUSYBOX, **{f"/bin/{a}": "->busybox" for a in applets}})
+    files["/bitnami/etcd"] = DIRECTORY
+    for script in ("entrypoint.sh", "run.sh", "prestop.sh"):
+        files[f"{BITNAMI_SCRIPTS}/{script}"] = _trap_script(out_dir, script)
+    return write_docker_archive(
+        out_dir / f"bitnami-etcd-{version}.tar",
+        f"{BITNAMI_REPOSITORY}:{version}",
+        [files],
+        entrypoint=[f"{BITNAMI_SCRIPTS}/entrypoint.sh"],
+        cmd=[f"{BITNAMI_SCRIPTS}/run.sh"],
+        user="1001",
+        env={"PATH": "/opt/bitnami/etcd/bin:/usr/local/bin:/usr/bin:/bin"},
     ), version
 
 

@@ -70,6 +70,53 @@ class GcsServer:
         return name
 
 
+# Azurite's well-known development account (documented by Microsoft; it only ever opens Azurite).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURITE_INSTALL = Path(__file__).resolve().parents[1] / "stores" / "install-azurite.sh"
+
+
+@attrs.frozen
+class AzuriteServer:
+    endpoint: str  # the blob service with the account: http://127.0.0.1:<port>/devstoreaccount1
+    account_name: str = AZURITE_ACCOUNT
+    account_key: str = AZURITE_KEY
+
+    def create_container(self, name: str) -> str:
+        from azure.storage.blob import BlobServiceClient  # the test extra: only tests make containers
+
+        credential = {"account_name": self.account_name, "account_key": self.account_key}
+        BlobServiceClient(account_url=self.endpoint, credential=credential).create_container(name)
+        return name
+
+
+def azurite_binary() -> Path:
+    """The azurite-blob install-azurite.sh made for its pinned version; never installed from a test."""
+    version = re.search(r"^version=(\S+)$", AZURITE_INSTALL.read_text(), re.M)
+    assert version, f"no version= line in {AZURITE_INSTALL}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    binary = (
+        cache / "etcd-supervisor" / "azurite" / version.group(1) / "node_modules" / ".bin" / "azurite-blob"
+    )
+    if not binary.exists():
+        raise MissingComponent(f"azurite not installed ({binary}): run `make azurite`")
+    return binary
+
+
+@contextmanager
+def open_azurite(workdir: Path) -> Iterator[AzuriteServer]:
+    """Azurite's blob service on a free loopback port, blobs on disk under `workdir`; requests
+    must be signed with the development account's key (Azurite checks shared-key signatures)."""
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
+    argv = [
+        str(azurite_binary()), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+        "--location", str(workdir / "data"), "--silent", "--skipApiVersionCheck",
+    ]  # fmt: skip
+    with _process(argv, workdir / "azurite.log", f"http://127.0.0.1:{port}/"):
+        yield AzuriteServer(endpoint)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))

@@ -58,7 +58,11 @@ EXPECTED_DEFAULT_SPEC = {
     "version": "3.6.16",
     "repository": "quay.io/coreos/etcd",
     "storage": {"size": "10Gi", "reclaimPolicy": "Retain"},
-    "security": {"tls": {"enabled": True, "certificates": {"validity": "2160h", "caValidity": "87600h"}}},
+    "security": {
+        "tls": {"enabled": True, "certificates": {"validity": "2160h", "caValidity": "87600h"}},
+        "auth": {"enabled": False},
+        "networkPolicy": True,
+    },
     "debug": {"networkSidecar": False},
     "health": {"unresponsiveAfter": "30s"},
     "disasterRecovery": {"mode": "Manual"},
@@ -93,7 +97,15 @@ def test_valid_full_spec_is_kept_as_written(server: KubeAPIServer, kube_namespac
             "tls": {
                 "enabled": False,
                 "certificates": {"validity": "720h", "renewBefore": "240h", "caValidity": "43800h"},
-            }
+            },
+            "auth": {
+                "enabled": False,
+                "roles": [
+                    {"name": "app-rw", "permissions": [{"type": "readwrite", "key": "/app/", "prefix": True}]}
+                ],
+                "users": [{"name": "app", "roles": ["app-rw"], "clientCertSecret": "app-etcd-client"}],
+            },
+            "networkPolicy": False,
         },
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
         "debug": {"networkSidecar": True},

@@ -186,9 +186,7 @@ async def test_cluster_domain_reaches_urls_pods_and_certificates(
         burls = await runtime.allocate_member(bitnami, "bdom-0", spec)
         await runtime.start_member(launch_for(bitnami, "bdom-0", burls, spec))
         container = (await admin.get(m.core_path(ns, "pods", "bdom-0")))["spec"]["containers"][0]
-        env = {e["name"]: e.get("value", "") for e in container["env"]}
-        assert env["ETCD_CLUSTER_DOMAIN"] == f"bdom-peer.{ns}.svc.{domain}"
-        assert env["ETCD_ADVERTISE_CLIENT_URLS"] == f"http://bdom-0.bdom-peer.{ns}.svc.{domain}:2379"
+        assert f"--advertise-client-urls=http://bdom-0.bdom-peer.{ns}.svc.{domain}:2379" in container["args"]
 
 
 async def test_watch_members_reports_pod_and_claim_changes(
@@ -237,28 +235,20 @@ async def test_image_families_get_their_own_configuration(
             spec = ClusterSpec(repository=repository, tls_enabled=False)
             urls = await runtime.allocate_member(ref, f"{name}-0", spec)
             await runtime.start_member(launch_for(ref, f"{name}-0", urls, spec))
-            pods[name] = (await admin.get(m.core_path(ns, "pods", f"{name}-0")))["spec"]["containers"][0]
+            pods[name] = (await admin.get(m.core_path(ns, "pods", f"{name}-0")))["spec"]
 
-        bitnami = pods["bit"]
+        # Bitnami's: its etcd binary with our flags as uid 1001, its volume given to 1001 first.
+        bitnami = pods["bit"]["containers"][0]
         assert bitnami["image"] == "bitnami/etcd:3.6.16"
-        env = {e["name"]: e.get("value", "") for e in bitnami["env"]}
-        required = {
-            "ETCD_ON_K8S": "yes",
-            "ETCD_CLUSTER_DOMAIN": f"bit-peer.{ns}.svc.cluster.local",
-            "MY_STS_NAME": "bit",
-            "ALLOW_NONE_AUTHENTICATION": "yes",
-            "ETCD_ROOT_PASSWORD": "",
-        }
-        assert {k: env[k] for k in required} == required
-        assert all(k.startswith("ETCD_") for k in set(env) - set(required))
-        assert env["ETCD_NAME"] == "bit-0"
-        assert bitnami["readinessProbe"]["tcpSocket"]["port"] == 2379
+        assert bitnami["command"] == ["/opt/bitnami/etcd/bin/etcd"] and "--name=bit-0" in bitnami["args"]
+        assert "env" not in bitnami and bitnami["securityContext"]["runAsUser"] == 1001
+        assert [c["command"][0] for c in pods["bit"]["initContainers"]] == ["chown"]
 
-        official = pods["off"]
+        official = pods["off"]["containers"][0]
         assert official["image"] == "quay.io/coreos/etcd:v3.6.16"
-        assert "env" not in official
-        assert "tcpSocket" not in official["readinessProbe"]
-        assert "--name=off-0" in official["args"]
+        assert official["command"] == ["/usr/local/bin/etcd"] and "--name=off-0" in official["args"]
+        assert "env" not in official and "initContainers" not in pods["off"]
+        assert official["readinessProbe"] == bitnami["readinessProbe"]
 
 
 async def test_stop_keeps_the_claim_restart_reuses_it_delete_removes_it(

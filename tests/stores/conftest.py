@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
-from actors.store_port import ObjectStore, S3Credentials
+from actors.model import AzureStore, GcsStore, LocalStore, S3Store, StoreSpec
+from actors.store_port import AzureCredentials, ObjectStore, S3Credentials
 from supervisor.stores import open_store
 from tests.harness.objstore import (
+    AzuriteServer,
     GcsServer,
     S3Server,
 )
 
 
-@pytest.fixture(params=["local", "s3", "gcs"])
+@pytest.fixture(params=["local", "s3", "gcs", "azure"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -38,6 +39,14 @@ def make_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) 
         gcs.create_bucket(bucket)
         return lambda prefix="": open_store(
             StoreSpec(gcs=GcsStore(bucket=bucket, prefix=prefix, endpoint=gcs.endpoint)), credentials=None
+        )
+    if store_kind == "azure":
+        azure: AzuriteServer = request.getfixturevalue("azurite_server")
+        azure.create_container(bucket)
+        creds = AzureCredentials(azure.account_name, azure.account_key)
+        return lambda prefix="": open_store(
+            StoreSpec(azure=AzureStore(container=bucket, prefix=prefix, endpoint=azure.endpoint)),
+            credentials=creds,
         )
     return lambda prefix="": open_store(
         StoreSpec(local=LocalStore(str(tmp_path / "store" / prefix))), credentials=None

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from actors.errors import StoreAccessDenied
-from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
-from actors.store_port import GcsCredentials, S3Credentials
+from actors.model import AzureStore, GcsStore, LocalStore, S3Store, StoreSpec
+from actors.store_port import AzureCredentials, GcsCredentials, S3Credentials
 from supervisor.aio import open_asyncio_loop
 from supervisor.kube.client import open_kube_client
 from supervisor.kube.store_credentials import secret_credentials
 from supervisor.stores import local_credentials, open_store
 from tests.harness.kube import KubeAPIServer, open_kube_apiserver
-from tests.harness.objstore import S3Server
+from tests.harness.objstore import AzuriteServer, S3Server
 
 ENV = {"AWS_ACCESS_KEY_ID": "env-id", "AWS_SECRET_ACCESS_KEY": "env-secret"}
 
@@ -28,6 +28,29 @@ def s3(secret: str | None = "s3-creds", endpoint: str | None = None, bucket: str
 
 def gcs(secret: str | None = "gcs-creds") -> StoreSpec:
     return StoreSpec(gcs=GcsStore(bucket="b", credentials_secret=secret))
+
+
+def azure(secret: str | None = "az-creds", endpoint: str | None = None, container: str = "ccc") -> StoreSpec:
+    return StoreSpec(azure=AzureStore(container=container, endpoint=endpoint, credentials_secret=secret))
+
+
+async def test_azure_file_credentials_work_against_azurite_and_a_stale_key_is_refused(
+    tmp_path: Path, azurite_server: AzuriteServer
+) -> None:
+    container = azurite_server.create_container("file-creds")
+    spec = azure(endpoint=azurite_server.endpoint, container=container)
+    lines = f"AZURE_STORAGE_ACCOUNT_NAME={azurite_server.account_name}\nAZURE_STORAGE_ACCOUNT_KEY="
+    (tmp_path / "az-creds").write_text(lines + azurite_server.account_key + "\n")
+    store = open_store(spec, credentials=local_credentials(spec, tmp_path, {}))
+    assert (await store.put_bytes("k", b"v")).size == 1
+    (tmp_path / "az-creds").write_text(
+        lines + "c3RhbGUga2V5IG9mIGFub3RoZXIgYWNjb3VudCBhbmQgbm90IHRoaXMgb25l\n"
+    )
+    stale = open_store(spec, credentials=local_credentials(spec, tmp_path, {}))
+    with pytest.raises(StoreAccessDenied):
+        await stale.get_bytes("k")
+    with pytest.raises(StoreAccessDenied, match="AZURE_STORAGE_ACCOUNT_KEY"):
+        local_credentials(azure(secret="nowhere"), tmp_path, {})
 
 
 def test_a_file_named_like_the_secret_wins_over_the_environment(tmp_path: Path) -> None:
@@ -88,6 +111,7 @@ async def test_kubernetes_reads_the_named_secret_in_the_cluster_namespace(kube: 
         "s3-creds": {"AWS_ACCESS_KEY_ID": "kid", "AWS_SECRET_ACCESS_KEY": "ksecret"},
         "gcs-creds": {"service-account.json": json.dumps({"type": "service_account"})},
         "half": {"AWS_ACCESS_KEY_ID": "kid"},
+        "az-creds": {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_ACCOUNT_KEY": "akey"},
     }
     for name, data in secrets.items():
         literals = [f"--from-literal={k}={v}" for k, v in data.items()]
@@ -96,6 +120,7 @@ async def test_kubernetes_reads_the_named_secret_in_the_cluster_namespace(kube: 
         assert await secret_credentials(client, ns, s3()) == S3Credentials("kid", "ksecret")
         assert await secret_credentials(client, ns, gcs()) == GcsCredentials('{"type": "service_account"}')
         assert await secret_credentials(client, ns, s3(secret=None)) is None
+        assert await secret_credentials(client, ns, azure()) == AzureCredentials("acct", "akey")
         with pytest.raises(
             StoreAccessDenied, match=f"credentialsSecret {ns}/half: AWS_SECRET_ACCESS_KEY missing"
         ):

@@ -11,11 +11,11 @@ import pytest
 import trio
 
 from actors.errors import StoreAccessDenied, StoreFull, StoreNotFound, StoreUnavailable
-from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
-from actors.store_port import ObjectStore, S3Credentials
+from actors.model import AzureStore, GcsStore, LocalStore, S3Store, StoreSpec
+from actors.store_port import AzureCredentials, ObjectStore, S3Credentials
 from supervisor.stores import StoreOptions, open_store
 from tests.harness.components import missing
-from tests.harness.objstore import GcsServer, S3Server, free_port
+from tests.harness.objstore import AzuriteServer, GcsServer, S3Server, free_port
 from tests.stores.data import MiB, chunks, drain
 
 # An unreachable endpoint must fail fast: one retry, second-long timeouts.
@@ -81,6 +81,28 @@ async def test_s3_wrong_credentials_are_refused(s3_server: S3Server) -> None:
     )
     with pytest.raises(StoreAccessDenied, match="InvalidAccessKeyId"):
         await unknown_key.put_bytes("k", b"x")
+
+
+def azure_store(server: AzuriteServer, container: str, *, key: str | None = None) -> ObjectStore:
+    credentials = AzureCredentials(server.account_name, key or server.account_key)
+    spec = StoreSpec(azure=AzureStore(container=container, endpoint=server.endpoint))
+    return open_store(spec, credentials=credentials)
+
+
+async def test_azure_container_that_does_not_exist(azurite_server: AzuriteServer) -> None:
+    await every_operation_fails(
+        azure_store(azurite_server, "no-such-container"),
+        StoreNotFound,
+        r"azure container 'no-such-container'.*the bucket does not exist",
+    )
+
+
+async def test_azure_wrong_key_is_refused(azurite_server: AzuriteServer) -> None:
+    container = azurite_server.create_container("creds-check")
+    wrong = "d3Jvbmcga2V5IGZvciB0aGUgZGV2ZWxvcG1lbnQgYWNjb3VudCwgbm90IGl0cyBvd24gb25lIGF0IGFsbA=="
+    await every_operation_fails(
+        azure_store(azurite_server, container, key=wrong), StoreAccessDenied, "refused"
+    )
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from actors.codec import Reader, parse_store
-from actors.model import GcsStore, LocalStore, S3Store, StoreSpec
+from actors.model import AzureStore, GcsStore, LocalStore, S3Store, StoreSpec
 
 PATH = "spec.backup.store"
 
@@ -28,14 +28,22 @@ def test_each_kind_of_store() -> None:
     )
     assert parse({"gcs": {"bucket": "my_bucket"}}) == (StoreSpec(gcs=GcsStore("my_bucket")), [])
     assert StoreSpec(gcs=GcsStore("my_bucket")).describe() == "gcs bucket 'my_bucket'"
+    azure = {"container": "etcd-backups", "prefix": "etcd/", "endpoint": "http://127.0.0.1:10000/devstoreaccount1",
+             "credentialsSecret": "az-creds"}  # fmt: skip
+    assert parse({"azure": azure}) == (
+        StoreSpec(
+            azure=AzureStore("etcd-backups", "etcd/", "http://127.0.0.1:10000/devstoreaccount1", "az-creds")
+        ),
+        [],
+    )
 
 
 @pytest.mark.parametrize(
     ("doc", "error"),
     [
-        ({}, f"{PATH}: must name exactly one store of local, s3, gcs (got none)"),
+        ({}, f"{PATH}: must name exactly one store of local, s3, gcs, azure (got none)"),
         ({"local": {"path": "/x"}, "s3": {"bucket": "bbb"}}, f"{PATH}: must name exactly one store of"),
-        ("s3", f"{PATH}: must be an object with exactly one of local, s3, gcs"),
+        ("s3", f"{PATH}: must be an object with exactly one of local, s3, gcs, azure"),
         ({"local": {}}, f"{PATH}.local.path: required: the directory backups are written to"),
         ({"s3": {}}, f"{PATH}.s3.bucket: required"),
         ({"s3": {"bucket": "Bad_Bucket"}}, f"{PATH}.s3.bucket: must be a bucket name"),
@@ -43,7 +51,10 @@ def test_each_kind_of_store() -> None:
         ({"gcs": {"bucket": "bbb", "endpoint": "localhost:4443"}}, f"{PATH}.gcs.endpoint: must be an http"),
         ({"gcs": {"bucket": "bbb", "credentialsSecret": "No!"}}, f"{PATH}.gcs.credentialsSecret: must be"),
         ({"s3": {"bucket": "bbb", "acl": "private"}}, f"{PATH}.s3.acl: unknown field"),
-        ({"azure": {}}, f"{PATH}.azure: unknown field (a store is one of local, s3, gcs)"),
+        ({"azure": {}}, f"{PATH}.azure.container: required"),
+        ({"azure": {"container": "Bad--name"}}, f"{PATH}.azure.container: must be a container name"),
+        ({"azure": {"container": "ok-name", "endpoint": "x"}}, f"{PATH}.azure.endpoint: must be an http"),
+        ({"minio": {}}, f"{PATH}.minio: unknown field (a store is one of local, s3, gcs, azure)"),
     ],
 )  # fmt: skip
 def test_broken_rules_name_the_field(doc: Any, error: str) -> None:
@@ -54,4 +65,4 @@ def test_broken_rules_name_the_field(doc: Any, error: str) -> None:
 
 def test_two_stores_say_which() -> None:
     _, errors = parse({"local": {"path": "/x"}, "s3": {"bucket": "bbb"}})
-    assert errors == [f"{PATH}: must name exactly one store of local, s3, gcs (got local, s3)"]
+    assert errors == [f"{PATH}: must name exactly one store of local, s3, gcs, azure (got local, s3)"]

@@ -93,6 +93,20 @@ def test_too_many_members_and_an_unsupported_version_are_refused_by_name():
     assert plan(KEEP_OLD, adopting(0, version="3.5.21")) == AddLearner("demo-0")
 
 
+def test_old_members_whose_peers_speak_another_scheme_are_refused_by_name():
+    tls = attrs.evolve(KEEP_OLD, tls_enabled=True)  # the old members' peer URLs are http
+    step = plan(tls, adopting(0))
+    assert (
+        isinstance(step, Wait) and "http://10.0.0.1:2380" in step.reason and "do not use https" in step.reason
+    )
+
+
+def test_no_old_member_leaves_on_answers_asked_before_the_last_step():
+    view = attrs.evolve(adopting(3, old_leader=True), answered_before_step=frozenset({"demo-1"}))
+    step = plan(REMOVE_OLD, view)
+    assert isinstance(step, Wait) and "demo-1 answered since the last step" in step.reason
+
+
 def test_the_phase_counts_our_own_voters_and_the_old_members_leaving_is_scaling():
     def phase(spec, view, step, previous=None):
         return assess(spec, view, previous=previous, generation=1, step=step, now=1.0).phase

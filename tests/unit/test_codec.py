@@ -393,8 +393,12 @@ def test_feature_gates_of_the_members_minor_join_the_supervisors_own() -> None:
 OLD_TLS = ["https://old-0.old:2379", "https://old-1.old:2379", "https://[fd00::7]:2379"]
 
 
-def adopt(**fields):
-    return doc({"adopt": fields})
+def adopt(tls=None, **fields):
+    """A spec adopting a cluster; TLS on exactly when the endpoints are https, unless `tls` says."""
+    endpoints = fields.get("endpoints")
+    if tls is None:
+        tls = isinstance(endpoints, list) and any(str(e).startswith("https://") for e in endpoints)
+    return doc({"adopt": fields, "security": {"tls": {"enabled": tls}}})
 
 
 def test_adopt_is_read_with_remove_old_off_unless_asked_for() -> None:
@@ -407,11 +411,19 @@ def test_adopt_is_read_with_remove_old_off_unless_asked_for() -> None:
         adopt(endpoints=OLD_TLS, clientSecret="old-client", peerCASecret="old-peer-ca", removeOld=True)
     ).spec.adopt
     assert spec == AdoptSpec(tuple(OLD_TLS), "old-client", "old-peer-ca", remove_old=True) and spec.tls
-    # Peer TLS and client TLS are independent: plain clients may go with TLS peers, and https
-    # clients with plain peers.
-    tls_peers = parse_cluster(adopt(endpoints=["http://a:2379"], peerCASecret="p")).spec.adopt
-    assert tls_peers.peer_ca_secret == "p" and not tls_peers.tls
-    assert parse_cluster(adopt(endpoints=OLD_TLS[:1], clientSecret="c")).spec.adopt.peer_ca_secret is None
+
+
+def test_adopt_needs_the_tls_posture_of_the_old_cluster() -> None:
+    """One posture for clients and peers: http endpoints with TLS off, https ones with TLS on
+    and the old peer CA to sign the new members' peer certificates."""
+    plain_with_tls = errors_of(adopt(tls=True, endpoints=["http://a:2379"]))
+    assert "spec.security.tls.enabled: false" in plain_with_tls["spec.adopt.endpoints"]
+    https_without_tls = errors_of(adopt(tls=False, endpoints=OLD_TLS[:1], clientSecret="c", peerCASecret="p"))
+    assert "spec.security.tls.enabled: true" in https_without_tls["spec.adopt.endpoints"]
+    no_peer_ca = errors_of(adopt(endpoints=OLD_TLS[:1], clientSecret="c"))
+    assert "required with https endpoints" in no_peer_ca["spec.adopt.peerCASecret"]
+    default_tls = doc({"adopt": {"endpoints": ["http://a:2379"]}})  # TLS on by default
+    assert "spec.adopt.endpoints" in errors_of(default_tls)
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,8 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "disaster_recovery": ("disasterRecovery",),
     "hibernate": ("hibernate",),
     "adopt": ("adopt",),
+    "auth": ("security", "auth"),
+    "network_policy": ("security", "networkPolicy"),
 }
 
 

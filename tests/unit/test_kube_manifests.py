@@ -49,10 +49,6 @@ def launch(
     )
 
 
-def env_of(pod: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0].get("env", [])}
-
-
 def test_member_urls_are_fully_qualified_dns_names_under_the_peer_service() -> None:
     urls = m.member_urls(REF, "main-3", tls=True)
     assert urls.peer_url == "https://main-3.main-peer.prod.svc.cluster.local:2380"
@@ -186,52 +182,52 @@ def test_every_name_a_member_resolves_is_looked_up_as_it_is_first() -> None:
     and a lost answer is retried after 1 s: a joining member's membership fetch has ~2 s."""
     spec = ClusterSpec(tls_enabled=True)
     for domain in ("cluster.local", "k8s"):  # the default and a short one a user may set
-        pod = m.member_pod(OWNER, launch(spec, cluster_domain=domain), cluster_domain=domain)
+        pod = m.member_pod(OWNER, launch(spec, cluster_domain=domain))
         options = {o["name"]: o["value"] for o in pod["spec"]["dnsConfig"]["options"]}
         hosts = re.findall(r"https?://([^:/,]+)", " ".join(pod["spec"]["containers"][0]["args"]))
         assert hosts and all(h.count(".") >= int(options["ndots"]) for h in hosts), hosts
         assert int(options["timeout"]) == 1 and int(options["attempts"]) >= 2
 
 
-def test_bitnami_pod_gets_exactly_the_required_environment_and_a_tcp_probe() -> None:
-    spec = ClusterSpec(repository="docker.io/bitnami/etcd", tls_enabled=False)
-    pod = m.member_pod(OWNER, launch(spec))
+@pytest.mark.parametrize("tls", [True, False])
+def test_bitnami_pod_runs_the_images_etcd_with_the_official_flags_and_none_of_its_scripts(tls: bool) -> None:
+    official = m.member_pod(OWNER, launch(ClusterSpec(tls_enabled=tls)))
+    pod = m.member_pod(OWNER, launch(ClusterSpec(repository="docker.io/bitnami/etcd", tls_enabled=tls)))
     (etcd,) = pod["spec"]["containers"]
+    (theirs,) = official["spec"]["containers"]
     assert etcd["image"] == "docker.io/bitnami/etcd:3.6.16"
-    assert "args" not in etcd and "command" not in etcd  # bitnami's own entrypoint
-    env = env_of(pod)
-    assert env["ETCD_ON_K8S"] == "yes"
-    assert env["ETCD_CLUSTER_DOMAIN"] == "main-peer.prod.svc.cluster.local"
-    assert env["MY_STS_NAME"] == "main"
-    assert env["ALLOW_NONE_AUTHENTICATION"] == "yes"
-    assert env["ETCD_ROOT_PASSWORD"] == ""
-    # Everything else is an ETCD_* twin of an official flag.
-    extra = set(env) - {
-        "ETCD_ON_K8S",
-        "ETCD_CLUSTER_DOMAIN",
-        "MY_STS_NAME",
-        "ALLOW_NONE_AUTHENTICATION",
-        "ETCD_ROOT_PASSWORD",
-    }
-    assert all(name.startswith("ETCD_") for name in extra)
-    assert env["ETCD_NAME"] == "main-0"
-    assert env["ETCD_INITIAL_CLUSTER_STATE"] == "new"
-    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == "http://main-0.main-peer.prod.svc.cluster.local:2379"
-    assert etcd["readinessProbe"]["tcpSocket"] == {"port": 2379}
+    # The image's binary, never its entrypoint (which manages membership by itself).
+    assert etcd["command"] == ["/opt/bitnami/etcd/bin/etcd"]
+    assert etcd["args"] == [a.replace("/var/lib/etcd/", "/bitnami/etcd/") for a in theirs["args"]]
+    assert "--data-dir=/bitnami/etcd/data" in etcd["args"]
+    # No environment: etcd reads ETCD_* as flags, and refuses one that shadows a flag given.
+    assert "env" not in etcd
+    assert "lifecycle" not in etcd  # no preStop: Bitnami's removes the member on every stop
+    assert etcd["readinessProbe"] == theirs["readinessProbe"]
+    assert etcd["volumeMounts"][0] == {"name": "data", "mountPath": "/bitnami/etcd"}
+    assert etcd["securityContext"]["runAsUser"] == 1001
+    assert etcd["securityContext"]["runAsNonRoot"] is True
     assert pod["spec"]["securityContext"] == {"fsGroup": 1001}
-    assert etcd["volumeMounts"][0]["mountPath"] == "/bitnami/etcd"
 
 
-def test_bitnami_cluster_domain_is_where_member_hosts_live() -> None:
-    # Bitnami's scripts address peers as <member>.$ETCD_CLUSTER_DOMAIN: it must agree with the URLs.
-    spec = ClusterSpec(repository="docker.io/bitnami/etcd", tls_enabled=False)
-    pod = m.member_pod(
-        OWNER, launch(spec, cluster_domain="k8s.corp.example"), cluster_domain="k8s.corp.example"
-    )
-    env = env_of(pod)
-    assert env["ETCD_CLUSTER_DOMAIN"] == "main-peer.prod.svc.k8s.corp.example"
-    assert m.member_host(REF, "main-0", "k8s.corp.example") == f"main-0.{env['ETCD_CLUSTER_DOMAIN']}"
-    assert env["ETCD_ADVERTISE_CLIENT_URLS"] == f"http://main-0.{env['ETCD_CLUSTER_DOMAIN']}:2379"
+def test_bitnami_volume_is_given_to_its_user_by_root_with_chown_alone() -> None:
+    pod = m.member_pod(OWNER, launch(ClusterSpec(repository="bitnami/etcd")))
+    (init,) = pod["spec"]["initContainers"]
+    assert init["image"] == pod["spec"]["containers"][0]["image"]
+    assert init["command"] == ["chown", "1001:1001", "/bitnami/etcd"]
+    assert init["volumeMounts"] == [{"name": "data", "mountPath": "/bitnami/etcd"}]
+    security = init["securityContext"]
+    assert (security["runAsUser"], security["runAsNonRoot"]) == (0, False)
+    assert security["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert security["allowPrivilegeEscalation"] is False
+
+
+def test_official_pod_runs_as_the_image_says_without_an_init_container() -> None:
+    pod = m.member_pod(OWNER, launch(ClusterSpec()))
+    (etcd,) = pod["spec"]["containers"]
+    assert etcd["command"] == ["/usr/local/bin/etcd"]
+    assert "initContainers" not in pod["spec"] and "securityContext" not in pod["spec"]
+    assert "securityContext" not in etcd and "env" not in etcd
 
 
 def test_debug_sidecar_only_on_request() -> None:

@@ -255,7 +255,7 @@ def test_a_member_pod_takes_the_whole_template_combined_with_the_supervisors_own
     assert spec["priorityClassName"] == "etcd-critical" and spec["runtimeClassName"] == "gvisor"
     assert spec["imagePullSecrets"] == [{"name": "mirror-creds"}]
     # The user's fields over ours: bitnami's fsGroup 1001 gives way to the user's 2000.
-    assert plain["spec"]["securityContext"] == {"fsGroup": m.BITNAMI_UID}
+    assert plain["spec"]["securityContext"] == {"fsGroup": 1001}
     assert spec["securityContext"] == {"fsGroup": 2000, "runAsUser": 1000, "runAsNonRoot": True}
     affinity = spec["affinity"]
     assert affinity["nodeAffinity"] == USER["spec"]["affinity"]["nodeAffinity"]  # type: ignore[index]
@@ -269,7 +269,8 @@ def test_a_member_pod_takes_the_whole_template_combined_with_the_supervisors_own
     # Spreading: the user's zone constraint replaces ours on the zone (never two on one key).
     assert spec["topologySpreadConstraints"] == USER["spec"]["topologySpreadConstraints"]  # type: ignore[index]
     # What the supervisor owns is as it was.
-    for key in ("containers", "volumes", "hostname", "subdomain", "restartPolicy", "dnsConfig"):
+    owned = ("containers", "initContainers", "volumes", "hostname", "subdomain", "restartPolicy", "dnsConfig")
+    for key in owned:
         assert spec[key] == plain["spec"][key]
 
 

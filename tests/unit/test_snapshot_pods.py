@@ -37,7 +37,9 @@ def test_the_restore_pod_lays_the_data_where_the_member_pod_reads_it(spec: Clust
         OWNER, seed, name="main-restore-1", helper_image=IMAGE, token="t", cluster_token="new"
     )
     member = m.member_pod(OWNER, seed)
-    (receive,) = pod["spec"]["initContainers"]
+    receive, *owner = pod["spec"]["initContainers"]
+    # The member pod's volume owner too, if it has one: the restore writes as the image's user.
+    assert owner == member["spec"].get("initContainers", [])
     assert receive["image"] == IMAGE and f"--port={RECEIVE_PORT}" in receive["args"]
     assert receive["securityContext"]["runAsNonRoot"] is True
     restore = container(pod, "restore")
@@ -61,6 +63,27 @@ def test_the_restore_pod_lays_the_data_where_the_member_pod_reads_it(spec: Clust
     assert tool.startswith("/opt/bitnami/etcd/bin/" if "bitnami" in spec.repository else "/usr/local/bin/")
     if spec.version.startswith("3.4"):
         assert {"name": "ETCDCTL_API", "value": "3"} in restore["env"]
+    assert restore.get("securityContext") == member["spec"]["containers"][0].get("securityContext")
+    assert pod["spec"].get("securityContext") == member["spec"].get("securityContext")
+
+
+def test_the_bitnami_restore_gives_the_volume_to_uid_1001_before_it_writes_as_it() -> None:
+    pod = pods.restore_pod(
+        OWNER, launch(BITNAMI), name="main-restore-1", helper_image=IMAGE, token="t", cluster_token="new"
+    )
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["receive", "volume-owner"]
+    assert container(pod, "volume-owner")["command"] == ["chown", "1001:1001", "/bitnami/etcd"]
+    assert container(pod, "restore")["securityContext"]["runAsUser"] == 1001
+
+
+def test_the_bitnami_verify_pod_runs_the_images_tools_as_its_user() -> None:
+    pod = pods.verify_pod(OWNER, BITNAMI, name="main-verify-1", helper_image=IMAGE, token="t")
+    for name in ("restore", "etcd"):
+        c = container(pod, name)
+        assert c["command"][0].startswith("/opt/bitnami/etcd/bin/"), c["command"]
+        assert c["securityContext"]["runAsUser"] == 1001 and "env" not in c
+    # Its scratch directory is an emptyDir: nobody's to chown.
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["receive", "restore"]
 
 
 def test_the_verify_pod_serves_the_restored_snapshot_alone() -> None:

@@ -87,9 +87,19 @@ def test_nothing_is_made_ahead_of_a_start_that_is_not_growth(change: dict[str, A
     assert warm.next_launch(attrs.evolve(launch(SPEC), **change), cluster_domain="cluster.local") is None
 
 
-def test_nothing_is_made_ahead_for_an_image_that_starts_etcd_through_its_own_scripts() -> None:
+def test_a_bitnami_warm_pod_is_its_members_pod_volume_owner_and_user_included() -> None:
+    # Its etcd is the image's binary with our flags, as for the official image: it can wait
+    # behind the gate too.
     bitnami = ClusterSpec(size=3, repository="bitnami/etcd", version="3.5.17")
-    assert warm.next_launch(launch(bitnami), cluster_domain="cluster.local") is None
+    ahead = warm.next_launch(launch(bitnami), cluster_domain="cluster.local")
+    assert ahead is not None
+    pod, member = _warm_and_member(ahead)
+    etcd = next(c for c in pod["spec"]["containers"] if c["name"] == "etcd")
+    assert etcd["command"][-1] == "/opt/bitnami/etcd/bin/etcd"
+    assert etcd["securityContext"] == member["spec"]["containers"][0]["securityContext"]
+    assert etcd["env"] == [{"name": warm.TOKEN_ENV, "value": "tok"}]  # nothing etcd reads
+    assert pod["spec"]["initContainers"] == member["spec"]["initContainers"]
+    assert pod["spec"]["securityContext"] == member["spec"]["securityContext"] == {"fsGroup": 1001}
 
 
 def _warm_and_member(ahead: MemberLaunch) -> tuple[dict[str, Any], dict[str, Any]]:

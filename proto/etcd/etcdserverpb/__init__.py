@@ -593,6 +593,74 @@ class AuthRoleGrantPermissionResponse(betterproto.Message):
     header: "ResponseHeader" = betterproto.message_field(1)
 
 
+@dataclass(eq=False, repr=False)
+class AuthStatusRequest(betterproto.Message):
+    pass
+
+
+@dataclass(eq=False, repr=False)
+class AuthStatusResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    enabled: bool = betterproto.bool_field(2)
+    auth_revision: int = betterproto.uint64_field(3)
+
+
+@dataclass(eq=False, repr=False)
+class AuthUserListRequest(betterproto.Message):
+    pass
+
+
+@dataclass(eq=False, repr=False)
+class AuthUserListResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    users: List[str] = betterproto.string_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class AuthUserRevokeRoleRequest(betterproto.Message):
+    name: str = betterproto.string_field(1)
+    role: str = betterproto.string_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class AuthUserRevokeRoleResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class AuthRoleGetRequest(betterproto.Message):
+    role: str = betterproto.string_field(1)
+
+
+@dataclass(eq=False, repr=False)
+class AuthRoleGetResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    perm: List["_authpb__.Permission"] = betterproto.message_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class AuthRoleListRequest(betterproto.Message):
+    pass
+
+
+@dataclass(eq=False, repr=False)
+class AuthRoleListResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+    roles: List[str] = betterproto.string_field(2)
+
+
+@dataclass(eq=False, repr=False)
+class AuthRoleRevokePermissionRequest(betterproto.Message):
+    role: str = betterproto.string_field(1)
+    key: bytes = betterproto.bytes_field(2)
+    range_end: bytes = betterproto.bytes_field(3)
+
+
+@dataclass(eq=False, repr=False)
+class AuthRoleRevokePermissionResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+
+
 class KvStub(betterproto.ServiceStub):
     async def range(
         self,
@@ -1174,6 +1242,108 @@ class AuthStub(betterproto.ServiceStub):
             metadata=metadata,
         )
 
+    async def auth_status(
+        self,
+        auth_status_request: "AuthStatusRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthStatusResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/AuthStatus",
+            auth_status_request,
+            AuthStatusResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def user_list(
+        self,
+        auth_user_list_request: "AuthUserListRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthUserListResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/UserList",
+            auth_user_list_request,
+            AuthUserListResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def user_revoke_role(
+        self,
+        auth_user_revoke_role_request: "AuthUserRevokeRoleRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthUserRevokeRoleResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/UserRevokeRole",
+            auth_user_revoke_role_request,
+            AuthUserRevokeRoleResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def role_get(
+        self,
+        auth_role_get_request: "AuthRoleGetRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthRoleGetResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/RoleGet",
+            auth_role_get_request,
+            AuthRoleGetResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def role_list(
+        self,
+        auth_role_list_request: "AuthRoleListRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthRoleListResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/RoleList",
+            auth_role_list_request,
+            AuthRoleListResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+    async def role_revoke_permission(
+        self,
+        auth_role_revoke_permission_request: "AuthRoleRevokePermissionRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthRoleRevokePermissionResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/RoleRevokePermission",
+            auth_role_revoke_permission_request,
+            AuthRoleRevokePermissionResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class KvBase(ServiceBase):
 
@@ -1679,6 +1849,36 @@ class AuthBase(ServiceBase):
     ) -> "AuthRoleGrantPermissionResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def auth_status(
+        self, auth_status_request: "AuthStatusRequest"
+    ) -> "AuthStatusResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def user_list(
+        self, auth_user_list_request: "AuthUserListRequest"
+    ) -> "AuthUserListResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def user_revoke_role(
+        self, auth_user_revoke_role_request: "AuthUserRevokeRoleRequest"
+    ) -> "AuthUserRevokeRoleResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def role_get(
+        self, auth_role_get_request: "AuthRoleGetRequest"
+    ) -> "AuthRoleGetResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def role_list(
+        self, auth_role_list_request: "AuthRoleListRequest"
+    ) -> "AuthRoleListResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def role_revoke_permission(
+        self, auth_role_revoke_permission_request: "AuthRoleRevokePermissionRequest"
+    ) -> "AuthRoleRevokePermissionResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def __rpc_auth_enable(
         self, stream: "grpclib.server.Stream[AuthEnableRequest, AuthEnableResponse]"
     ) -> None:
@@ -1753,6 +1953,50 @@ class AuthBase(ServiceBase):
         response = await self.role_grant_permission(request)
         await stream.send_message(response)
 
+    async def __rpc_auth_status(
+        self, stream: "grpclib.server.Stream[AuthStatusRequest, AuthStatusResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.auth_status(request)
+        await stream.send_message(response)
+
+    async def __rpc_user_list(
+        self, stream: "grpclib.server.Stream[AuthUserListRequest, AuthUserListResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.user_list(request)
+        await stream.send_message(response)
+
+    async def __rpc_user_revoke_role(
+        self,
+        stream: "grpclib.server.Stream[AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.user_revoke_role(request)
+        await stream.send_message(response)
+
+    async def __rpc_role_get(
+        self, stream: "grpclib.server.Stream[AuthRoleGetRequest, AuthRoleGetResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.role_get(request)
+        await stream.send_message(response)
+
+    async def __rpc_role_list(
+        self, stream: "grpclib.server.Stream[AuthRoleListRequest, AuthRoleListResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.role_list(request)
+        await stream.send_message(response)
+
+    async def __rpc_role_revoke_permission(
+        self,
+        stream: "grpclib.server.Stream[AuthRoleRevokePermissionRequest, AuthRoleRevokePermissionResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.role_revoke_permission(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
         return {
             "/etcdserverpb.Auth/AuthEnable": grpclib.const.Handler(
@@ -1814,5 +2058,41 @@ class AuthBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 AuthRoleGrantPermissionRequest,
                 AuthRoleGrantPermissionResponse,
+            ),
+            "/etcdserverpb.Auth/AuthStatus": grpclib.const.Handler(
+                self.__rpc_auth_status,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthStatusRequest,
+                AuthStatusResponse,
+            ),
+            "/etcdserverpb.Auth/UserList": grpclib.const.Handler(
+                self.__rpc_user_list,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthUserListRequest,
+                AuthUserListResponse,
+            ),
+            "/etcdserverpb.Auth/UserRevokeRole": grpclib.const.Handler(
+                self.__rpc_user_revoke_role,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthUserRevokeRoleRequest,
+                AuthUserRevokeRoleResponse,
+            ),
+            "/etcdserverpb.Auth/RoleGet": grpclib.const.Handler(
+                self.__rpc_role_get,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthRoleGetRequest,
+                AuthRoleGetResponse,
+            ),
+            "/etcdserverpb.Auth/RoleList": grpclib.const.Handler(
+                self.__rpc_role_list,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthRoleListRequest,
+                AuthRoleListResponse,
+            ),
+            "/etcdserverpb.Auth/RoleRevokePermission": grpclib.const.Handler(
+                self.__rpc_role_revoke_permission,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthRoleRevokePermissionRequest,
+                AuthRoleRevokePermissionResponse,
             ),
         }

@@ -1,0 +1,84 @@
+"""The auth child: a per-cluster actor that keeps etcd's users and roles as spec.security.auth
+says (actors/auth_plan.py decides the steps) and the users' client certificates issued.
+
+It acts only on a cluster with a healthy quorum, not hibernated nor suspended, and looks after
+each cluster actor's look and at least every LOOK seconds. Each look that changes something is
+an Event `AuthReconciled` naming the steps; a refusal is a warning `AuthReconcileFailed` (once
+per streak) and is tried again at the next look. Users and roles are etcd's, not membership:
+this child changes them itself, beside the cluster actor's steps, as the certificates child
+renews certificates.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from actors.auth_plan import auth_steps
+from actors.cluster_context import ChildFactory, ClusterContext
+from actors.errors import EtcdError
+from actors.ports import AuthFactory, EtcdAuth
+from supervisor.runtime import ChildSpec
+
+LOOK = 30.0  # a user's certificate nearing renewal, a user changed by hand: looked at this often
+
+
+class AuthReconciler:
+    def __init__(self, context: ClusterContext, auth: EtcdAuth) -> None:
+        self._context = context
+        self._auth = auth
+        self._failing = False
+
+    async def run(self) -> None:
+        while True:
+            await self.once()
+            with trio.move_on_after(LOOK):
+                await self._context.feed.wait_next()
+
+    async def once(self) -> None:
+        resource = self._context.desired().resource
+        spec = resource.spec
+        observed = self._context.feed.latest
+        if resource.suspended or spec.hibernate or observed is None or not observed.has_quorum():
+            return
+        try:
+            endpoints = observed.endpoints()
+            steps = auth_steps(spec.auth, await self._auth.read(endpoints))
+            for step in steps:
+                await self._auth.apply(endpoints, step)
+            issued = [
+                user.name
+                for user in spec.auth.users
+                if user.client_cert_secret
+                and await self._auth.issue_user_certificate(user, spec.certificates)
+            ]
+        except EtcdError as e:
+            if not self._failing:
+                await self._record(
+                    "AuthReconcileFailed", f"users and roles not reconciled: {e}", warning=True
+                )
+            self._failing = True
+            return
+        self._failing = False
+        done = [step.describe() for step in steps] + [
+            f"client certificate issued to {name}" for name in issued
+        ]
+        if done:
+            await self._record("AuthReconciled", "; ".join(done))
+
+    async def _record(self, reason: str, message: str, *, warning: bool = False) -> None:
+        await self._context.ports.events.record(
+            self._context.ref, reason=reason, message=message, warning=warning
+        )
+
+
+def auth_child(auth_for: AuthFactory) -> ChildFactory:
+    """The per-cluster child that reconciles etcd's users and roles through `auth_for(ref)`."""
+
+    def child(context: ClusterContext) -> ChildSpec:
+        async def start(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            task_status.started()
+            await AuthReconciler(context, auth_for(context.ref)).run()
+
+        return ChildSpec("auth", start, shutdown=2.0)
+
+    return child

@@ -1,0 +1,59 @@
+"""etcd's users and roles through an EtcdClient, for actors/auth_plan.py's steps: reading what
+etcd holds, and taking one step. Both modes' EtcdAuth (actors/ports.py) use it; they differ in
+where the client's certificate, users' passwords and users' certificates live."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from actors.auth_plan import AuthState, AuthStep, Op
+from actors.model import PermissionType
+from supervisor.etcd.client import EtcdClient
+from supervisor.etcd.records import PermissionKind
+
+KINDS = {
+    PermissionType.READ: PermissionKind.READ,
+    PermissionType.WRITE: PermissionKind.WRITE,
+    PermissionType.READWRITE: PermissionKind.READWRITE,
+}
+TYPES = {kind: kind_type for kind_type, kind in KINDS.items()}
+
+# passwordSecret -> the password (a mode's Secret or file); raises when it cannot be read.
+Passwords = Callable[[str], Awaitable[str]]
+
+
+async def read_auth(etcd: EtcdClient) -> AuthState:
+    enabled = await etcd.auth_status()
+    users = {name: frozenset(await etcd.user_roles(name)) for name in await etcd.user_list()}
+    roles = {}
+    for role in await etcd.role_list():
+        grants = await etcd.role_permissions(role)
+        roles[role] = frozenset((TYPES[kind], key, end) for kind, key, end in grants)
+    return AuthState(enabled, users, roles)
+
+
+async def apply_step(etcd: EtcdClient, step: AuthStep, passwords: Passwords) -> None:
+    grant = step.grant
+    match step.op:
+        case Op.ROLE_ADD:
+            await etcd.role_add(step.name)
+        case Op.ROLE_GRANT if grant is not None:
+            await etcd.role_grant_permission(step.name, grant[1], grant[2], kind=KINDS[grant[0]])
+        case Op.ROLE_REVOKE if grant is not None:
+            await etcd.role_revoke_permission(step.name, grant[1], grant[2])
+        case Op.ROLE_DELETE:
+            await etcd.role_delete(step.name)
+        case Op.USER_ADD if step.password_secret:
+            await etcd.user_add(step.name, await passwords(step.password_secret))
+        case Op.USER_ADD:
+            await etcd.user_add_without_password(step.name)
+        case Op.USER_GRANT:
+            await etcd.user_grant_role(step.name, step.role)
+        case Op.USER_REVOKE:
+            await etcd.user_revoke_role(step.name, step.role)
+        case Op.USER_DELETE:
+            await etcd.user_delete(step.name)
+        case Op.AUTH_ENABLE:
+            await etcd.auth_enable()
+        case Op.AUTH_DISABLE:
+            await etcd.auth_disable()

@@ -1,0 +1,111 @@
+"""etcd users and roles from spec.security.auth, decided from what etcd holds: the supervisor's
+own users first, roles before the users who hold them, managed users and roles marked in etcd
+and removed when the spec drops them, what the supervisor did not make left alone, and nothing
+to do once etcd holds what the spec says."""
+
+from actors.auth_plan import (
+    MANAGED,
+    ROOT,
+    SUPERVISOR,
+    AuthState,
+    AuthStep,
+    Op,
+    auth_steps,
+    grant_of,
+    prefix_end,
+)
+from actors.model import AuthSpec, Permission, PermissionType, RoleSpec, UserSpec
+
+RW = PermissionType.READWRITE
+APP_RW = RoleSpec("app-rw", (Permission(RW, "/app/", prefix=True),))
+APP = UserSpec("app", ("app-rw",), client_cert_secret="app-etcd-client")
+SPEC = AuthSpec(enabled=True, users=(APP,), roles=(APP_RW,))
+EMPTY = AuthState(False, {}, {})
+
+
+def apply(state: AuthState, steps: list[AuthStep]) -> AuthState:
+    """What etcd would hold after the steps (a model of etcd's auth store for these tests)."""
+    users = {k: set(v) for k, v in state.users.items()}
+    roles = {k: set(v) for k, v in state.roles.items()}
+    enabled = state.enabled
+    for s in steps:
+        match s.op:
+            case Op.ROLE_ADD:
+                roles[s.name] = set()
+            case Op.ROLE_GRANT:  # etcd keeps one permission per range: a grant replaces its type
+                roles[s.name] = {g for g in roles[s.name] if g[1:] != s.grant[1:]} | {s.grant}
+            case Op.ROLE_REVOKE:  # by range, whatever its type
+                roles[s.name] = {g for g in roles[s.name] if g[1:] != s.grant[1:]}
+            case Op.ROLE_DELETE:
+                del roles[s.name]
+                for held in users.values():
+                    held.discard(s.name)
+            case Op.USER_ADD:
+                users[s.name] = set()
+            case Op.USER_GRANT:
+                assert s.role in roles, f"{s.role} granted before it exists"
+                users[s.name].add(s.role)
+            case Op.USER_REVOKE:
+                users[s.name].discard(s.role)
+            case Op.USER_DELETE:
+                del users[s.name]
+            case Op.AUTH_ENABLE:
+                assert ROOT in users and ROOT in users[ROOT], "etcd refuses auth without root"
+                enabled = True
+            case Op.AUTH_DISABLE:
+                enabled = False
+    return AuthState(
+        enabled, {k: frozenset(v) for k, v in users.items()}, {k: frozenset(v) for k, v in roles.items()}
+    )
+
+
+def test_a_prefix_ends_where_etcd_expects():
+    assert prefix_end(b"/app/") == b"/app0"
+    assert prefix_end(b"a\xff") == b"b"
+    assert grant_of(Permission(RW, "/k")) == (RW, b"/k", b"")
+
+
+def test_from_nothing_to_the_spec_and_then_nothing_more():
+    steps = auth_steps(SPEC, EMPTY)
+    assert steps[-1] == AuthStep(Op.AUTH_ENABLE)
+    after = apply(EMPTY, steps)
+    assert after.users[ROOT] == {ROOT} and after.users[SUPERVISOR] == {ROOT, "app-rw"}
+    assert after.users["app"] == {"app-rw", MANAGED}
+    assert after.roles["app-rw"] == {(RW, b"/app/", b"/app0")}
+    assert auth_steps(SPEC, after) == []
+
+
+def test_a_cluster_without_auth_in_its_spec_is_never_touched():
+    assert auth_steps(AuthSpec(), EMPTY) == []
+    theirs = AuthState(True, {"root": frozenset({"root"}), "ops": frozenset({"root"})}, {"root": frozenset()})
+    assert auth_steps(AuthSpec(), theirs) == [AuthStep(Op.AUTH_DISABLE)]  # spec says off
+
+
+def test_users_and_roles_the_supervisor_did_not_make_are_left_alone():
+    theirs = apply(EMPTY, auth_steps(SPEC, EMPTY))
+    users = {**theirs.users, "legacy": frozenset({"legacy-role"})}
+    roles = {**theirs.roles, "legacy-role": frozenset({(RW, b"/x", b"")})}
+    state = AuthState(True, users, roles)
+    assert auth_steps(SPEC, state) == []
+    assert "legacy" in apply(state, auth_steps(AuthSpec(enabled=True), state)).users
+
+
+def test_a_user_and_a_role_dropped_from_the_spec_are_removed_and_a_permission_changed():
+    state = apply(EMPTY, auth_steps(SPEC, EMPTY))
+    narrower = RoleSpec("app-rw", (Permission(PermissionType.READ, "/app/", prefix=True),))
+    narrow = AuthSpec(enabled=True, users=(APP,), roles=(narrower,))
+    steps = auth_steps(narrow, state)
+    assert [s.op for s in steps] == [Op.ROLE_GRANT]  # a revoke of the same range would undo it
+    assert apply(state, steps).roles["app-rw"] == {(PermissionType.READ, b"/app/", b"/app0")}
+    moved = AuthSpec(enabled=True, users=(APP,), roles=(RoleSpec("app-rw", (Permission(RW, "/b/"),)),))
+    assert [s.op for s in auth_steps(moved, state)] == [Op.ROLE_GRANT, Op.ROLE_REVOKE]
+    steps = auth_steps(AuthSpec(enabled=True), state)
+    assert steps == [AuthStep(Op.USER_DELETE, "app"), AuthStep(Op.ROLE_DELETE, "app-rw")]
+    after = apply(state, steps)
+    assert "app" not in after.users and "app-rw" not in after.roles and after.enabled
+
+
+def test_turning_auth_off_keeps_the_users():
+    state = apply(EMPTY, auth_steps(SPEC, EMPTY))
+    off = AuthSpec(enabled=False, users=(APP,), roles=(APP_RW,))
+    assert auth_steps(off, state) == [AuthStep(Op.AUTH_DISABLE)]
