@@ -71,7 +71,7 @@ def assess(
         message = f"latest spec rejected, still serving the previous one: {problem}"
     return ClusterStatus(
         phase=phase,
-        ready_replicas=len([s for s in statuses if s.healthy and s.role is not Role.LEARNER]),
+        ready_replicas=len(observed.healthy_own_voters()),
         observed_generation=generation,
         members=statuses,
         conditions=carry_transition_times(conditions, previous_conditions, now),
@@ -322,8 +322,10 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     Hibernated while spec.hibernate holds every member stopped, Recovering as it wakes."""
     if hibernated(spec, observed):
         return Phase.HIBERNATED
-    voters = observed.own_voters()  # an adopted cluster's old members are not its size
-    membership_changing = len(voters) != spec.size or bool(observed.learners())
+    # spec.size counts our own voters: an adopted cluster's old members (spec.adopt) are not its
+    # size, and their leaving (removeOld) is a membership change too.
+    leaving = spec.adopt is not None and spec.adopt.remove_old and bool(observed.foreign_members())
+    membership_changing = len(observed.own_voters()) != spec.size or bool(observed.learners()) or leaving
     if previous is None or previous is Phase.SUSPENDED:  # a fresh look: judge from what exists
         bootstrapped = observed.etcd_members is not None or any(r.has_data for r in observed.runtime)
         previous = Phase.RUNNING if bootstrapped else Phase.CREATING
@@ -343,7 +345,7 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     if previous is Phase.FAILED:
         return Phase.RECOVERING  # always shown on the way back, however quickly it goes
     if previous is Phase.RECOVERING:
-        whole = converged and len([v for v in voters if observed.healthy(v)]) == spec.size
+        whole = converged and len(observed.healthy_own_voters()) == spec.size
         return Phase.RUNNING if whole else Phase.RECOVERING
     if converged:
         return Phase.RUNNING

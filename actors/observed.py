@@ -184,6 +184,10 @@ class Observed:
         vote too, but are not the cluster's size)."""
         return [m for m in self.voters() if not self.is_foreign(m)]
 
+    def healthy_own_voters(self) -> list[EtcdMember]:
+        """What status.readyReplicas (the scale subresource's count against spec.size) counts."""
+        return [m for m in self.own_voters() if self.healthy(m)]
+
     def healthy_voters(self) -> list[EtcdMember]:
         return [m for m in self.voters() if self.healthy(m)]
 

@@ -53,6 +53,7 @@ from supervisor.kube.certificates import KubeCertificates
 from supervisor.kube.client import KubeClient
 from supervisor.kube.etcd_auth import KubeEtcdAuth
 from supervisor.kube.operator import OperatorPorts, run_operator
+from supervisor.kube.pod_names import PodNames
 from supervisor.kube.refusals import refusals_fail_the_step
 from supervisor.kube.secret_tls import client_tls_under, write_client_tls
 from supervisor.kube.snapshots import KubeRestorer, helper_image
@@ -84,9 +85,12 @@ class SecretTlsAdmin:
         files_dir: Path,
         call_timeout: float,
         voters: VoterLabels | None = None,
+        names: PodNames | None = None,
         seed: Callable[[], Awaitable[None]] | None = None,
     ):
         self._client = client
+        # spec.adopt: the old members' short names, resolved as the cluster's pods resolve them.
+        self._names = names
         # Makes the TLS Secret where the operator must reach members before making any (an
         # adopted cluster's, supervisor/kube/adopted_tls.py).
         self._seed = seed
@@ -97,6 +101,10 @@ class SecretTlsAdmin:
         self._files_dir = files_dir
         self._call_timeout = call_timeout
         self._inner: EtcdAdminAdapter | None = None
+
+    async def _reach(self, urls: Sequence[str]) -> list[str]:
+        """`urls` as this cluster's pods would dial them (pod_names.py: an adopted cluster's short names)."""
+        return list(urls) if self._names is None else await self._names.qualified(urls)
 
     async def _admin(self) -> EtcdAdminAdapter:
         if self._inner is None:
@@ -114,6 +122,7 @@ class SecretTlsAdmin:
             await self._inner.aclose()
 
     async def member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]:
+        endpoints = await self._reach(endpoints)
         if self._voters is None:
             return await self._member_list(endpoints)
         return await self._voters.read(lambda: self._member_list(endpoints))
@@ -122,10 +131,13 @@ class SecretTlsAdmin:
         return await (await self._admin()).member_list(endpoints)
 
     async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
+        endpoints = await self._reach(endpoints)
         return await (await self._admin()).add_learner(endpoints, peer_url)
 
     @refusals_fail_the_step
     async def promote(self, endpoints: Sequence[str], member_id: int) -> None:
+        endpoints = await self._reach(endpoints)
+
         async def step() -> None:
             await (await self._admin()).promote(endpoints, member_id)
 
@@ -133,6 +145,8 @@ class SecretTlsAdmin:
 
     @refusals_fail_the_step
     async def remove(self, endpoints: Sequence[str], member_id: int) -> None:
+        endpoints = await self._reach(endpoints)
+
         async def step() -> None:
             await (await self._admin()).remove(endpoints, member_id)
 
@@ -150,35 +164,45 @@ class SecretTlsAdmin:
         await self._voters.change(lambda: self._member_list(endpoints), step, expected)
 
     async def move_leader(self, endpoints: Sequence[str], target_id: int) -> None:
+        endpoints = await self._reach(endpoints)
         await (await self._admin()).move_leader(endpoints, target_id)
 
     async def downgrade(self, endpoints: Sequence[str], action: str, version: str) -> str:
+        endpoints = await self._reach(endpoints)
         return await (await self._admin()).downgrade(endpoints, action, version)
 
     async def member_health(self, client_url: str) -> MemberHealth:
+        (client_url,) = await self._reach([client_url])
         return await (await self._admin()).member_health(client_url)
 
     async def revision(self, endpoints: Sequence[str]) -> int:
+        endpoints = await self._reach(endpoints)
         return await (await self._admin()).revision(endpoints)
 
     async def snapshot(self, endpoint: str, sink: Callable[[bytes], Awaitable[None]]) -> SnapshotTaken:
+        (endpoint,) = await self._reach([endpoint])
         return await (await self._admin()).snapshot(endpoint, sink)
 
     async def kv_hash(self, endpoint: str, revision: int) -> KvHash:
+        (endpoint,) = await self._reach([endpoint])
         return await (await self._admin()).kv_hash(endpoint, revision)
 
     async def compact(self, endpoints: Sequence[str], revision: int) -> None:
+        endpoints = await self._reach(endpoints)
         await (await self._admin()).compact(endpoints, revision)
 
     async def defragment(self, client_url: str) -> None:
+        (client_url,) = await self._reach([client_url])
         await (await self._admin()).defragment(client_url)
 
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
+        endpoints = await self._reach(endpoints)
         return await (await self._admin()).disarm_nospace(endpoints)
 
     @asynccontextmanager
     async def follow(self, endpoints: Sequence[str], start_revision: int) -> AsyncIterator[HistoryStream]:
         """actors.backup.deltas.HistorySource, for delta backups (history_of in actors/backup/services.py)."""
+        endpoints = await self._reach(endpoints)
         async with (await self._admin()).follow(endpoints, start_revision) as stream:
             yield stream
 
@@ -245,6 +269,11 @@ class KubeClusters:
                 files_dir=self._tls_root / resource.ref.namespace / resource.ref.name,
                 call_timeout=self._timing.call_timeout,
                 voters=VoterLabels(ports.client, resource.ref, ports.runtime.voter_budgets),
+                names=(
+                    PodNames(resource.ref.namespace, ports.runtime.cluster_domain)
+                    if resource.spec.adopt is not None
+                    else None
+                ),
                 seed=seed,
             )
 

@@ -148,7 +148,7 @@ class KubeRuntime:
         self._ensure_every = ensure_every
         # owner uid -> trio.current_time() when its cluster objects were last made sure of
         self._ensured_at: dict[str, float] = {}
-        self._cluster_domain = m.normalize_cluster_domain(cluster_domain)
+        self.cluster_domain = m.normalize_cluster_domain(cluster_domain)
         self._pod_gone_timeout = pod_gone_timeout
         self._poll = poll_interval
         self._now = now
@@ -161,7 +161,7 @@ class KubeRuntime:
         self.watchers: list[Watcher] = []  # the running watches, for the operator's metrics
         self._warm = WarmPods(
             client,
-            cluster_domain=self._cluster_domain,
+            cluster_domain=self.cluster_domain,
             helper_image=helper_image,
             poll_interval=poll_interval,
             now=now,
@@ -188,7 +188,7 @@ class KubeRuntime:
             return
         objects = cluster_objects(
             spec,
-            cluster_domain=self._cluster_domain,
+            cluster_domain=self.cluster_domain,
             now=self._now,
             min_available=self.voter_budgets.min_available(owner.ref),
         )
@@ -203,7 +203,7 @@ class KubeRuntime:
     async def seed_adopted_tls(self, resource: ClusterResource) -> None:
         """An adopting TLS cluster's Secret, signed by the old cluster's CA (adopted_tls.py)."""
         await adopted_tls.seed_adopted_tls(
-            self._client, resource, cluster_domain=self._cluster_domain, now=self._now
+            self._client, resource, cluster_domain=self.cluster_domain, now=self._now
         )
 
     # --- MemberRuntime -----------------------------------------------------------------------
@@ -214,7 +214,7 @@ class KubeRuntime:
         # object says what the user asked for, which this cluster does not run.
         owner, _, obj = await self._read_cluster(cluster)
         await add_finalizer(self._client, cluster, obj)
-        urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self._cluster_domain)
+        urls = m.member_urls(cluster, name, tls=spec.tls_enabled, cluster_domain=self.cluster_domain)
         # The claim is the member's record from here on: list_members must show a member the
         # moment etcd may hear of it, or the cluster actor would take the new learner for one
         # whose data is gone and remove it again.
@@ -435,7 +435,7 @@ class KubeRuntime:
                         tls = (await self._read_cluster(cluster))[1].tls_enabled
                     except ClusterGone:
                         tls = True
-                urls = m.member_urls(cluster, name, tls=tls, cluster_domain=self._cluster_domain)
+                urls = m.member_urls(cluster, name, tls=tls, cluster_domain=self.cluster_domain)
             out.append(
                 RuntimeMember(
                     name=name,

@@ -80,9 +80,11 @@ def next_launch(launch: MemberLaunch, *, cluster_domain: str) -> MemberLaunch | 
     `launch` starts among, itself included. None for a restart or once the size is reached."""
     cluster = launch.cluster
     members = [name for name, _ in launch.initial_cluster]
-    if launch.name not in members or launch.force_new_cluster or len(members) >= launch.spec.size:
-        return None
+    # Only our own members count towards the size: an adopted cluster's old members (spec.adopt)
+    # are in the initial cluster too, named as their owner named them, and stay until ours vote.
     ordinals = [o for o in (member_ordinal(cluster, name) for name in members) if o is not None]
+    if launch.name not in members or launch.force_new_cluster or len(ordinals) >= launch.spec.size:
+        return None
     if not ordinals:
         return None
     name = member_name(cluster, max(ordinals) + 1)

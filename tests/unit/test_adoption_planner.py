@@ -6,7 +6,7 @@ refused by name; and no cluster of our own is ever seeded in place of the one to
 import attrs
 
 from actors.actions import AddLearner, MoveLeader, PromoteLearner, RemoveMember, StartSeed, Wait
-from actors.assess import next_phase
+from actors.assess import assess
 from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth, Phase
 from actors.plan import plan
 from tests.unit.facts import cluster, em, hl, observed, rt
@@ -107,7 +107,22 @@ def test_no_old_member_leaves_on_answers_asked_before_the_last_step():
     assert isinstance(step, Wait) and "demo-1 answered since the last step" in step.reason
 
 
-def test_an_adopted_cluster_keeping_its_old_members_is_running_on_its_own_voters():
-    view = adopting(3, old_leader=False)
-    assert next_phase(Phase.RECOVERING, KEEP_OLD, view, converged=True) is Phase.RUNNING
-    assert next_phase(Phase.RUNNING, KEEP_OLD, view, converged=True) is Phase.RUNNING
+def test_the_phase_counts_our_own_voters_and_the_old_members_leaving_is_scaling():
+    def phase(spec, view, step, previous=None):
+        return assess(spec, view, previous=previous, generation=1, step=step, now=1.0).phase
+
+    # Three old voters are not the size: adding our first member is scaling, not Running.
+    assert phase(KEEP_OLD, adopting(0), AddLearner("demo-0")) is Phase.SCALING
+    assert phase(KEEP_OLD, adopting(3), None) is Phase.RUNNING  # without removeOld, done
+    old_leaves = RemoveMember(2001, "old-1", reason="adopted")
+    assert phase(REMOVE_OLD, adopting(3), old_leaves, Phase.RUNNING) is Phase.SCALING
+    # Back from a quorum loss once our own voters are whole, the old ones beside them.
+    assert phase(KEEP_OLD, adopting(3), None, Phase.RECOVERING) is Phase.RUNNING
+
+
+def test_ready_replicas_are_our_own_healthy_voters() -> None:
+    during = assess(
+        KEEP_OLD, adopting(2), previous=Phase.SCALING, generation=1, step=AddLearner("demo-2"), now=1.0
+    )
+    assert during.ready_replicas == 2  # beside three old voters, which status.members still shows
+    assert len(during.members) == 5

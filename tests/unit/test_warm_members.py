@@ -47,6 +47,26 @@ def test_while_the_cluster_grows_the_next_member_is_predicted_as_the_planner_wil
     assert warm.next_launch(second, cluster_domain="cluster.local") is None
 
 
+def test_an_adopted_clusters_old_members_do_not_count_towards_the_size() -> None:
+    """spec.adopt: our first member joins the three old ones; the two after it are made ahead,
+    joining the old members too, as the learner planner will start them."""
+    old = tuple((f"old-{i}", f"http://old-{i}.old.ns.svc.cluster.local:2380") for i in range(3))
+    plain = ClusterSpec(size=3, tls_enabled=False)
+    first = launch(plain, "main-0", "existing")
+    first = attrs.evolve(first, initial_cluster=tuple(sorted((*old, *first.initial_cluster))))
+    ahead = warm.upcoming_launches(first, cluster_domain="cluster.local")
+    assert [a.name for a in ahead] == ["main-1", "main-2"]
+    assert ahead[0].initial_cluster == _observed_after_adding(first, ahead[0]).initial_cluster("main-1")
+    assert {name for name, _ in ahead[1].initial_cluster} == {
+        "old-0",
+        "old-1",
+        "old-2",
+        "main-0",
+        "main-1",
+        "main-2",
+    }
+
+
 def test_growing_past_ordinal_nine_lists_members_in_the_planners_order() -> None:
     names = [f"main-{i}" for i in (0, 2, 9)]
     pairs = tuple(sorted((n, m.member_urls(REF, n, tls=True).peer_url) for n in names))
