@@ -322,7 +322,7 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     Hibernated while spec.hibernate holds every member stopped, Recovering as it wakes."""
     if hibernated(spec, observed):
         return Phase.HIBERNATED
-    voters = observed.voters()
+    voters = observed.own_voters()  # an adopted cluster's old members are not its size
     membership_changing = len(voters) != spec.size or bool(observed.learners())
     if previous is None or previous is Phase.SUSPENDED:  # a fresh look: judge from what exists
         bootstrapped = observed.etcd_members is not None or any(r.has_data for r in observed.runtime)
@@ -343,7 +343,7 @@ def next_phase(previous: Phase | None, spec: ClusterSpec, observed: Observed, *,
     if previous is Phase.FAILED:
         return Phase.RECOVERING  # always shown on the way back, however quickly it goes
     if previous is Phase.RECOVERING:
-        whole = converged and len(observed.healthy_voters()) == spec.size
+        whole = converged and len([v for v in voters if observed.healthy(v)]) == spec.size
         return Phase.RUNNING if whole else Phase.RECOVERING
     if converged:
         return Phase.RUNNING

@@ -226,6 +226,25 @@ class BackupSpec:
     # None: objects are stored unencrypted (old encrypted ones still need the keys to restore).
     encryption: EncryptionSpec | None = None
     compression: Compression = Compression.ZSTD
+    # A second store every successful backup is copied to and verified in; None: one store only.
+    copy_to: CopySpec | None = None
+    # Lock every backup object this long (S3 object lock); None: retention may delete any.
+    immutable: ImmutableSpec | None = None
+
+
+@frozen
+class CopySpec:
+    """spec.backup.copyTo: the second site (actors/backup/copies.py)."""
+
+    store: StoreSpec
+
+
+@frozen
+class ImmutableSpec:
+    """spec.backup.immutable: objects cannot be deleted or overwritten for `days` after their put,
+    by anyone, the supervisor's own credentials included (S3 object lock in COMPLIANCE mode)."""
+
+    days: int
 
 
 @frozen

@@ -28,7 +28,8 @@ class StoredObject:
     A store that encodes what it is given (actors/backup/encoded_store.py: compression,
     encryption) says so: `content_size`/`content_sha256` are those of the bytes it was given
     (None: the same as the stored ones), `compression` and `key_id` (hex; None: not encrypted)
-    how they were encoded."""
+    how they were encoded. `retain_until` (unix seconds): the store locked the object until
+    then (S3 object lock); None: it may be deleted at any time."""
 
     key: str
     size: int
@@ -37,6 +38,7 @@ class StoredObject:
     content_sha256: str | None = None
     compression: str = "none"
     key_id: str | None = None
+    retain_until: float | None = None
 
     @property
     def content(self) -> tuple[int, str]:

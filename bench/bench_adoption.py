@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster_context import Timing
 from actors.model import AdoptSpec, ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
-from bench.report import median_line, write_result
+from bench.report import median_line, run_in_fresh_dirs, write_result
 from supervisor.etcd.admin import EtcdAdminAdapter
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
@@ -114,12 +112,7 @@ async def one_run(workdir: Path) -> dict[str, float]:
 
 def main() -> None:
     built_or_skip(VERSION)
-    runs: dict[str, list[float]] = {}
-    for _ in range(RUNS):
-        with tempfile.TemporaryDirectory() as workdir:
-            for key, value in trio.run(one_run, Path(workdir)).items():
-                runs.setdefault(key, []).append(value)
-    medians = {key: statistics.median(values) for key, values in runs.items()}
+    runs, medians = run_in_fresh_dirs(one_run, RUNS)
     ratio = medians["adoption_gap_s"] / medians["move_leader_gap_s"]
     result = {
         "runs": RUNS,

@@ -17,9 +17,7 @@ the ratios, which come from the same run.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster_context import Timing
 from actors.model import CertificatesSpec, ClusterRef, ClusterResource, ClusterSpec
-from bench.report import write_result
+from bench.report import run_in_fresh_dirs, write_result
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
@@ -153,12 +151,7 @@ async def one_run(workdir: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    runs: dict[str, list[float]] = {}
-    for _ in range(RUNS):
-        with tempfile.TemporaryDirectory() as workdir:
-            for key, value in trio.run(one_run, Path(workdir)).items():
-                runs.setdefault(key, []).append(value)
-    medians = {key: statistics.median(values) for key, values in runs.items()}
+    runs, medians = run_in_fresh_dirs(one_run, RUNS)
     write_result("rotation", {"runs": RUNS, "samples": runs, "medians": medians})
     print(f"certificate rotation, median [range] of {RUNS} runs ({os.cpu_count()} cores, shared and noisy)")
     for key, values in runs.items():

@@ -19,9 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import trio
@@ -30,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from actors.cluster_context import Timing
 from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus, MemberLaunch
-from bench.report import median_line, write_result
+from bench.report import median_line, run_in_fresh_dirs, write_result
 from supervisor.etcd.client import open_etcd_client
 from supervisor.local.embedded import LocalSupervisor, is_healthy, open_local_supervisor
 from tests.harness.etcd_versions import built_or_skip, pinned
@@ -151,12 +149,7 @@ async def one_run(workdir: Path) -> dict[str, float]:
 
 def main() -> None:
     built_or_skip(OLD), built_or_skip(NEW)
-    runs: dict[str, list[float]] = {}
-    for _ in range(RUNS):
-        with tempfile.TemporaryDirectory() as workdir:
-            for key, value in trio.run(one_run, Path(workdir)).items():
-                runs.setdefault(key, []).append(value)
-    medians = {key: statistics.median(values) for key, values in runs.items()}
+    runs, medians = run_in_fresh_dirs(one_run, RUNS)
     result = {
         "runs": RUNS,
         "from": OLD,

@@ -21,8 +21,11 @@ import attrs
 import trio
 from attrs import frozen
 
+from actors.backup.copies import sync_copies
+from actors.backup.encoded_store import unencoded
 from actors.backup.health import BackupReport, encoding_problem
 from actors.backup.job import BackupFailed, BackupOutcome, take_backup
+from actors.backup.locks import held_note, split_locked
 from actors.backup.ports import BackupPorts, BackupRequests
 from actors.backup.retention import BackupRecord, expired
 from actors.backup.source import metadata_key, scheduled, snapshot_of, taken_at
@@ -66,6 +69,10 @@ class BackupActor(Actor[Wake]):
         self._retry = retry
         report = context.reports.backup
         self._status = report.status if report else BackupStatus()
+        # Why the last copy to spec.backup.copyTo failed (""), and which backups retention keeps
+        # because they are locked (""): both reach the BackupHealthy condition.
+        self._second_site = report.second_site if report else ""
+        self._held = report.held if report else ""
         # Start of the last scheduled backup; None until read back from the store.
         self._since: float | None = self._status.last_schedule_time
         self._retry_at = float("-inf")
@@ -152,6 +159,8 @@ class BackupActor(Actor[Wake]):
         )
         await requests.report(request, status)
         self._report(attrs.evolve(self._status, last_successful_backup=_last(outcome)))
+        # Copied like any backup; retention (which never deletes on-demand backups) is not run.
+        await self._second_site_copy(spec, store_spec, now, prune=False)
 
     async def _request_attempt_failed(
         self, requests: BackupRequests, request: EtcdBackup, started: float, exc: Exception
@@ -233,7 +242,37 @@ class BackupActor(Actor[Wake]):
         self._since = now
         self._report(BackupStatus(now, _last(outcome), 0))
         await self._event("BackupSucceeded", _describe(outcome), outcome.measured())
-        await self._apply_retention(spec, store, now)
+        assert spec.store is not None  # a backup was taken to it
+        self._held = await self._apply_retention(spec, store, now, spec.store)
+        await self._second_site_copy(spec, spec.store, now, prune=True)
+
+    async def _second_site_copy(
+        self, spec: BackupSpec | None, source: StoreSpec, now: float, *, prune: bool
+    ) -> None:
+        """Copy to spec.backup.copyTo what it lacks of `source`'s backups, verified there by
+        sha256 (actors/backup/copies.py), then apply retention there too (`prune`). A failure
+        is reported (BackupHealthy SecondSiteFailing, an Event) and fails nothing else: the
+        next backup tries again, and copies what this one could not."""
+        if spec is None or spec.copy_to is None:
+            return
+        second = spec.copy_to.store
+        try:
+            async with self._store(source) as first, self._store(second) as target:
+                copied = await sync_copies(unencoded(first), unencoded(target), self._context.ref)
+                held = await self._apply_retention(spec, target, now, second) if prune else ""
+        except StoreError as exc:
+            self._second_site = f"the second store {second.describe()}: {exc}"
+            log.warning("backup copy of %s failed: %s", self._context.ref, self._second_site)
+            await self._event("BackupCopyFailed", self._second_site, warning=True)
+        else:
+            self._second_site = ""
+            self._held = "; ".join(note for note in (self._held, held) if note)
+            for done in copied:
+                await self._event(
+                    "BackupCopied",
+                    f"{done.key}: copied to {second.describe()}, sha256 {done.sha256} read back",
+                )
+        self._report(self._status)
 
     async def _failed(self, now: float, exc: Exception) -> None:
         why = str(exc)
@@ -245,15 +284,28 @@ class BackupActor(Actor[Wake]):
         log.warning("backup of %s failed (%d in a row): %s", self._context.ref, failures, why)
         await self._event("BackupFailed", why, _measured(exc), warning=True)
 
-    async def _apply_retention(self, spec: BackupSpec, store: ObjectStore, now: float) -> None:
+    async def _apply_retention(
+        self, spec: BackupSpec, store: ObjectStore, now: float, where: StoreSpec
+    ) -> str:
+        """Delete what retention says in `store` (the same rules in the first store and the
+        second), except locked backups; returns what was kept because locked ("": none)."""
         keep, max_age = spec.retention.keep, spec.retention.max_age
         if (keep is None and max_age is None) or self._context.desired().resource.suspended:
-            return  # suspended: backups are still taken, none deleted (the next success prunes)
+            return ""  # suspended: backups are still taken, none deleted (the next success prunes)
         age = duration_seconds(max_age) if max_age else None
-        for doomed in expired(await self._records(store), keep=keep, max_age=age, now=now):
-            await store.delete(doomed.key)
-            await store.delete(metadata_key(doomed.key))
-            await self._event("BackupDeleted", f"{doomed.key}: retention (keep {keep}, maxAge {max_age})")
+        doomed = expired(await self._records(store), keep=keep, max_age=age, now=now)
+        deletable, locked = split_locked(doomed, now)
+        for backup in deletable:
+            await store.delete(backup.key)
+            await store.delete(metadata_key(backup.key))
+            await self._event(
+                "BackupDeleted",
+                f"{backup.key}: retention (keep {keep}, maxAge {max_age}) in {where.describe()}",
+            )
+        note = held_note(locked, where.describe())
+        if note:
+            log.info("backups of %s: %s", self._context.ref, note)
+        return note
 
     async def _records(self, store: ObjectStore, *, on_demand: bool = False) -> list[BackupRecord]:
         """The scheduled snapshots in the store (retention and the schedule look only at those);
@@ -262,7 +314,8 @@ class BackupActor(Actor[Wake]):
         wanted = snapshot_of if on_demand else scheduled
         snapshots = [o for o in await store.list(f"{ref.namespace}/{ref.name}/") if wanted(o.key, ref)]
         return [
-            BackupRecord(o.key, taken_at(o.key, o.modified), await _verified(store, o.key)) for o in snapshots
+            BackupRecord(o.key, taken_at(o.key, o.modified), *await _recorded(store, o.key))
+            for o in snapshots
         ]
 
     async def _start_schedule(self) -> None:
@@ -308,7 +361,9 @@ class BackupActor(Actor[Wake]):
 
     def _report(self, status: BackupStatus, last_error: str = "", last_reason: str = "") -> None:
         self._status = status
-        self._context.reports.backup = BackupReport(status, last_error, last_reason)
+        self._context.reports.backup = BackupReport(
+            status, last_error, last_reason, self._second_site, self._held
+        )
         nudge(self._context.handle, ServicesReported())
 
     async def _event(
@@ -335,11 +390,14 @@ def _describe(outcome: BackupOutcome) -> str:
     return f"{outcome.key}: {outcome.size} bytes at revision {outcome.revision}, {verified}, took {took:.2f}s"
 
 
-async def _verified(store: ObjectStore, key: str) -> bool:
+async def _recorded(store: ObjectStore, key: str) -> tuple[bool, float | None]:
+    """Whether a backup's metadata says it is verified, and until when it is locked."""
     try:
-        return bool(json.loads(await store.get_bytes(metadata_key(key))).get("verified"))
-    except (StoreError, ValueError):
-        return False  # no metadata: an interrupted backup, never the one a restore relies on
+        meta = json.loads(await store.get_bytes(metadata_key(key)))
+        until = meta.get("retainUntil")
+        return bool(meta.get("verified")), float(until) if until is not None else None
+    except (StoreError, ValueError, TypeError, AttributeError):
+        return False, None  # no metadata: an interrupted backup, never the one a restore relies on
 
 
 async def _wake(handle: Handle[Wake], every: float) -> None:

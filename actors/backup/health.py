@@ -17,11 +17,15 @@ FAILURES_BEFORE_UNHEALTHY = 3
 @frozen
 class BackupReport:
     """What the backup actor reports: the status fields, and the last failure in words;
-    `last_reason` names it when no retry can mend it (encoding_problem)."""
+    `last_reason` names it when no retry can mend it (encoding_problem). `second_site`: why the
+    last copy to spec.backup.copyTo failed, naming that store ("" when it worked); `held`:
+    backups retention kept because they are locked ("" when none)."""
 
     status: BackupStatus
     last_error: str = ""
     last_reason: str = ""
+    second_site: str = ""
+    held: str = ""
 
 
 def encoding_problem(exc: BaseException) -> str:
@@ -65,5 +69,12 @@ def backup_condition(spec: BackupSpec, report: BackupReport | None, now: float) 
             )  # fmt: skip
     if not last.verified and spec.verify:
         return Condition(KIND, "False", "NotVerified", f"the newest backup {last.key} is not verified")
+    if report and report.second_site:
+        # The backups themselves are fine (the status says so); the second copy is not there.
+        return Condition(
+            KIND, "False", "SecondSiteFailing",
+            f"newest backup {last.key}, but copying it to the second store failed: {report.second_site}",
+        )  # fmt: skip
     note = f"; the last attempt failed: {report.last_error}" if failures and report else ""
-    return Condition(KIND, "True", "BackupsCurrent", f"newest backup {last.key}{note}")
+    held = f"; {report.held}" if report and report.held else ""
+    return Condition(KIND, "True", "BackupsCurrent", f"newest backup {last.key}{note}{held}")

@@ -65,6 +65,7 @@ class BackupOutcome:
     snapshot_sha256: str = ""
     compression: str = "none"
     key_id: str | None = None  # hex; None: not encrypted
+    retain_until: float | None = None  # unix seconds: the store locked the object until then
 
     def measured(self) -> BackupMeasured:
         return BackupMeasured(self.completed - self.started, self.verification)
@@ -96,7 +97,7 @@ async def take_backup(
     outcome = BackupOutcome(
         key, stored.size, stored.sha256, taken.revision or revision, False, endpoint, started, 0.0,
         snapshot_size=taken.size, snapshot_sha256=taken.sha256, compression=stored.compression,
-        key_id=stored.key_id,
+        key_id=stored.key_id, retain_until=stored.retain_until,
     )  # fmt: skip
     if verifier is not None:
         outcome = await _verify(outcome, admin, store, verifier)
@@ -197,4 +198,7 @@ def describe(outcome: BackupOutcome, observed: Observed) -> dict[str, object]:
         "note": outcome.note,
         "startTime": outcome.started,
         "completionTime": outcome.completed,
+        # Unix seconds: S3 object lock keeps the snapshot (and this object) until then; null: not
+        # locked. Retention leaves the backup alone until then (actors/backup/locks.py).
+        "retainUntil": outcome.retain_until,
     }

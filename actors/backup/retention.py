@@ -1,5 +1,6 @@
 """Which backups retention deletes: more than `keep`, or older than `max_age` — both apply —
 but never the newest verified backup, whatever the rules say (it is the one a restore needs).
+Locked backups among them are kept until their date: locks.split_locked.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ class BackupRecord:
     key: str
     taken_at: float  # unix seconds
     verified: bool
+    # Until when the store locks it (its metadata's retainUntil); None: not locked.
+    locked_until: float | None = None
 
 
 def expired(

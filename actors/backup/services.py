@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from attrs import frozen
 
@@ -18,6 +19,7 @@ from actors.backup.delta_actor import delta_child
 from actors.backup.delta_verify import VERIFY_EVERY
 from actors.backup.deltas import HistorySource
 from actors.backup.encoded_store import encoded
+from actors.backup.locks import lock_days
 from actors.backup.ports import BackupKeySource, BackupPorts, BackupRequests, SnapshotVerifier
 from actors.cluster_context import ChildFactory, ClusterContext
 from actors.model import ClusterRef, ClusterSpec, StoreSpec
@@ -25,9 +27,17 @@ from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.runtime import ChildSpec
 
-# Opens one of a cluster's stores for one use (the actor closes it); the cluster is there for
-# what depends on where it lives (the credentials Secret of its namespace, on Kubernetes).
-StoreOpener = Callable[[ClusterRef, StoreSpec], ObjectStore]
+
+class StoreOpener(Protocol):
+    """Opens one of a cluster's stores for one use (the actor closes it); the cluster is there for
+    what depends on where it lives (the credentials Secret of its namespace, on Kubernetes).
+    `lock_days`: every object written is locked that long (spec.backup.immutable; an s3 store)."""
+
+    def __call__(
+        self, cluster: ClusterRef, spec: StoreSpec, *, lock_days: int | None = None
+    ) -> ObjectStore: ...
+
+
 # A cluster's snapshot verifier; the spec is read at each verification (its version, its image).
 VerifierFactory = Callable[[ClusterRef, Callable[[], ClusterSpec]], SnapshotVerifier]
 
@@ -51,11 +61,15 @@ def backup_ports(
     keys: BackupKeySource | None = None,
 ) -> BackupPorts:
     """Every store opened encodes as spec.backup says at its opening (compression, the key
-    of its keySecret from `keys`): actors/backup/encoded_store.py."""
+    of its keySecret from `keys`: actors/backup/encoded_store.py) and locks what it writes when
+    spec.backup.immutable is set (actors/backup/locks.py)."""
     verify = verifier(context.ref, lambda: context.desired().resource.spec) if verifier else None
 
     def open_store(spec: StoreSpec) -> ObjectStore:
-        return encoded(stores(context.ref, spec), context.ref, context.desired().resource.spec.backup, keys)
+        backup = context.desired().resource.spec.backup
+        return encoded(
+            stores(context.ref, spec, lock_days=lock_days(spec, backup)), context.ref, backup, keys
+        )
 
     return BackupPorts(open_store, verify, clock, requests)
 

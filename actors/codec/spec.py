@@ -18,6 +18,7 @@ from actors.codec.fields import (
     secret_name,
 )
 from actors.codec.pod_template import parse_pod_template
+from actors.codec.second_site import parse_copy_to, parse_immutable
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
 from actors.etcd_flags import FEATURE_GATES, FLAGS, OWNED, OWNED_GATES, REPLACED
 from actors.model import (
@@ -289,7 +290,10 @@ def _disaster_recovery(spec: Mapping[str, Any], r: Reader) -> DisasterRecoverySp
     return DisasterRecoverySpec(mode=RecoveryMode(mode))
 
 
-BACKUP_FIELDS = {"schedule", "deltaPeriod", "retention", "verify", "store", "encryption", "compression"}
+BACKUP_FIELDS = {
+    "schedule", "deltaPeriod", "retention", "verify", "store", "encryption", "compression",
+    "copyTo", "immutable",
+}  # fmt: skip
 
 
 def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
@@ -324,6 +328,8 @@ def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
         r.fail("spec.backup.store", "required: where the backups go (one of local, s3, gcs, azure)")
     else:
         store = parse_store(doc.get("store"), "spec.backup.store", r)
+    copy_to = parse_copy_to(doc, store, r)
+    written_to = {"spec.backup.store": store, "spec.backup.copyTo.store": copy_to.store if copy_to else None}
     return BackupSpec(
         schedule=schedule,
         retention=RetentionSpec(keep=keep, max_age=max_age),
@@ -332,6 +338,8 @@ def parse_backup(spec: Mapping[str, Any], r: Reader) -> BackupSpec | None:
         delta_period=delta_period,
         encryption=_encryption(doc, r),
         compression=_compression(doc, r),
+        copy_to=copy_to,
+        immutable=parse_immutable(doc, written_to, r),
     )
 
 

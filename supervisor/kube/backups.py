@@ -11,7 +11,7 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator
 
 from actors.backup.services import StoreOpener, VerifierFactory
-from actors.model import StoreSpec
+from actors.model import ClusterRef, StoreSpec
 from actors.store_port import ObjectInfo, ObjectStore, StoredObject
 from supervisor.kube.client import KubeClient
 from supervisor.kube.secret_tls import TlsFilesFor
@@ -25,10 +25,13 @@ class SecretStore:
     """actors.store_port.ObjectStore opened on first use with the credentials its Secret holds
     then (read at each opening: a rotated key is picked up by the next backup)."""
 
-    def __init__(self, client: KubeClient, namespace: str, spec: StoreSpec) -> None:
+    def __init__(
+        self, client: KubeClient, namespace: str, spec: StoreSpec, lock_days: int | None = None
+    ) -> None:
         self._client = client
         self._namespace = namespace
         self._spec = spec
+        self._lock_days = lock_days
         self._inner: ObjectStore | None = None
 
     async def _store(self) -> ObjectStore:
@@ -38,7 +41,7 @@ class SecretStore:
             from supervisor.stores.factory import open_store
 
             credentials = await secret_credentials(self._client, self._namespace, self._spec)
-            self._inner = open_store(self._spec, credentials=credentials)
+            self._inner = open_store(self._spec, credentials=credentials, lock_days=self._lock_days)
         return self._inner
 
     async def put_stream(self, key: str, chunks: AsyncIterable[bytes]) -> StoredObject:
@@ -67,7 +70,11 @@ class SecretStore:
 
 def secret_stores(client: KubeClient) -> StoreOpener:
     """The Platform's store opener: a cluster's stores with its namespace's credentials Secret."""
-    return lambda cluster, spec: SecretStore(client, cluster.namespace, spec)
+
+    def opener(cluster: ClusterRef, spec: StoreSpec, *, lock_days: int | None = None) -> ObjectStore:
+        return SecretStore(client, cluster.namespace, spec, lock_days)
+
+    return opener
 
 
 def pod_verifiers(

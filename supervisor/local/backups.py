@@ -34,11 +34,15 @@ log = logging.getLogger(__name__)
 
 
 def local_store_opener(manifest_dir: Path, environ: Mapping[str, str]) -> Callable[[StoreSpec], ObjectStore]:
-    def open_for(spec: StoreSpec) -> ObjectStore:
-        credentials = local_credentials(spec, manifest_dir, environ)
-        return open_store(spec, credentials=credentials, relative_to=manifest_dir)
+    """Stores opened to read (restores): nothing they write is locked."""
+    return lambda spec: _open_local(spec, manifest_dir, environ)
 
-    return open_for
+
+def _open_local(
+    spec: StoreSpec, manifest_dir: Path, environ: Mapping[str, str], lock_days: int | None = None
+) -> ObjectStore:
+    credentials = local_credentials(spec, manifest_dir, environ)
+    return open_store(spec, credentials=credentials, relative_to=manifest_dir, lock_days=lock_days)
 
 
 class LocalKeyFiles:
@@ -81,8 +85,11 @@ def local_backups(
 
 def local_stores(manifest_dir: Path, environ: Mapping[str, str]) -> StoreOpener:
     """The Platform's store opener: every cluster's stores with the daemon's credentials."""
-    open_for = local_store_opener(manifest_dir, environ)
-    return lambda cluster, spec: open_for(spec)
+
+    def opener(cluster: ClusterRef, spec: StoreSpec, *, lock_days: int | None = None) -> ObjectStore:
+        return _open_local(spec, manifest_dir, environ, lock_days)
+
+    return opener
 
 
 def scratch_verifiers(runtime: LocalRuntime, scratch_dir: Path) -> VerifierFactory:

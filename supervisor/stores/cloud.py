@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -38,13 +40,46 @@ class Transfer:
     concurrency: int = 2
 
 
-class ObstoreStore:
-    """ObjectStore on an obstore S3Store or GCSStore (the key prefix is obstore's)."""
+@attrs.frozen
+class ObjectLock:
+    """Puts that S3 locks (object lock, COMPLIANCE mode) for `days` from each put: obstore has no
+    per-put lock option (its put attributes are content headers and user metadata), but its
+    client sends any `default_headers`; so each put goes through a client made for it, whose
+    headers carry the lock mode and the date. Reads, listings and deletes keep the plain client.
+    `writer` makes such a client from the headers. A store is opened for one backup: all its
+    objects (snapshot, metadata) share one date, `days` from the first put, which the metadata
+    records and retention reads."""
 
-    def __init__(self, backend: ObstoreBackend, *, name: str, transfer: Transfer) -> None:
+    days: int
+    writer: Callable[[dict[str, str]], ObstoreBackend]
+    clock: Callable[[], float] = time.time
+
+    def client(self) -> tuple[ObstoreBackend, float]:
+        """A client for one put, and until when what it puts is locked."""
+        until = int(self.clock()) + self.days * 86400
+        stamp = datetime.fromtimestamp(until, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        headers = {
+            "x-amz-object-lock-mode": "COMPLIANCE",
+            "x-amz-object-lock-retain-until-date": stamp,
+            # S3 refuses a locked put without a checksum; the client computes a sha256 one
+            # (the writer's checksum_algorithm), and SDKs announce it so.
+            "x-amz-sdk-checksum-algorithm": "SHA256",
+        }
+        return self.writer(headers), float(until)
+
+
+class ObstoreStore:
+    """ObjectStore on an obstore S3Store, GCSStore or AzureStore (the key prefix is obstore's);
+    `lock`: every put is locked (S3 object lock)."""
+
+    def __init__(
+        self, backend: ObstoreBackend, *, name: str, transfer: Transfer, lock: ObjectLock | None = None
+    ) -> None:
         self._backend = backend
         self._name = name
         self._transfer = transfer
+        self._lock = lock
+        self._locked: tuple[ObstoreBackend, float] | None = None  # the lock's client, once made
 
     def describe(self) -> str:
         return self._name
@@ -70,19 +105,22 @@ class ObstoreStore:
                 source_failed.append(exc)
                 raise
 
+        backend, until = self._writer()
         try:
-            await self._call("put", key, self._put, key, hashed(), True)
+            await self._call("put", key, self._put, backend, key, hashed(), True)
         except StoreError:
             if source_failed:
                 # obstore reports its input's failure as its own: the snapshot's error is the news.
                 raise source_failed[0] from None
             raise
-        return StoredObject(key=key, size=sizes[0], sha256=digest.hexdigest())
+        return StoredObject(key=key, size=sizes[0], sha256=digest.hexdigest(), retain_until=until)
 
     async def put_bytes(self, key: str, data: bytes) -> StoredObject:
         check_key(key)
-        await self._call("put", key, self._put, key, data, False)
-        return StoredObject(key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        backend, until = self._writer()
+        await self._call("put", key, self._put, backend, key, data, False)
+        sha256 = hashlib.sha256(data).hexdigest()
+        return StoredObject(key=key, size=len(data), sha256=sha256, retain_until=until)
 
     async def get_stream(self, key: str) -> AsyncIterator[bytes]:
         check_key(key)
@@ -118,9 +156,16 @@ class ObstoreStore:
     async def aclose(self) -> None:
         pass  # obstore pools connections per store object; dropping it closes them
 
-    def _put(self, key: str, data: Any, multipart: bool) -> None:
+    def _writer(self) -> tuple[ObstoreBackend, float | None]:
+        if self._lock is None:
+            return self._backend, None
+        if self._locked is None:
+            self._locked = self._lock.client()
+        return self._locked
+
+    def _put(self, backend: ObstoreBackend, key: str, data: Any, multipart: bool) -> None:
         obstore.put(
-            self._backend,
+            backend,
             key,
             data,
             use_multipart=multipart,
@@ -183,6 +228,8 @@ async def _next(source: AsyncIterator[bytes]) -> bytes:
 # --- errors: obstore's exception class first, then the HTTP status and S3/GCS error code --------
 
 _STATUS = re.compile(r"status code: (\d{3})")
+# "Bucket is missing Object Lock Configuration" (S3; moto writes ObjectLockConfiguration).
+_NO_LOCK = re.compile(r"missing Object ?Lock ?Configuration")
 _S3_CODE = re.compile(r"<Code>(\w+)</Code>")
 _FULL_CODES = ("QuotaExceeded", "quotaExceeded", "InsufficientStorage", "EntityTooLarge", "storageQuota")
 _UNAVAILABLE_TEXT = ("error sending request", "timed out", "timeout", "Connection refused", "connect")
@@ -207,10 +254,17 @@ def _translate(store: str, operation: str, key: str, exc: BaseException) -> Stor
         return StoreNotFound(f"{what}: the bucket does not exist ({detail})")
     if isinstance(exc, FileNotFoundError) or code == 404:
         return StoreNotFound(f"{what}: no such object ({detail})")
+    if _NO_LOCK.search(str(exc)):  # S3's InvalidRequest for a lock the bucket cannot keep
+        why = "the bucket has no object lock: create it with object lock enabled (spec.backup.immutable)"
+        return StoreError(f"{what}: {why} ({detail})")
     if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or code in (401, 403):
         return StoreAccessDenied(f"{what}: the store refused the credentials ({detail})")
     if code == 507 or any(c in str(exc) for c in _FULL_CODES):
         return StoreFull(f"{what}: no space or quota left ({detail})")
+    if code is not None and code < 500:
+        # The store answered and refused: obstore's text names its retry settings
+        # ("retry_timeout"), which must not read as a timeout.
+        return StoreError(f"{what}: {detail}")
     if (code is not None and code >= 500) or any(t in str(exc) for t in _UNAVAILABLE_TEXT):
         return StoreUnavailable(f"{what}: the endpoint did not answer ({detail})")
     return StoreError(f"{what}: {detail}")

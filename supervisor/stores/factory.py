@@ -15,7 +15,7 @@ from actors.model import AzureStore as AzureSpec
 from actors.model import GcsStore, LocalStore, StoreSpec
 from actors.model import S3Store as S3Spec
 from actors.store_port import AzureCredentials, ObjectStore, S3Credentials, StoreCredentials
-from supervisor.stores.cloud import ObstoreStore, Transfer
+from supervisor.stores.cloud import ObjectLock, ObstoreStore, Transfer
 from supervisor.stores.gcs import open_gcs
 from supervisor.stores.local import LocalDirectoryStore
 
@@ -39,28 +39,36 @@ def open_store(
     credentials: StoreCredentials,
     relative_to: Path | None = None,
     options: StoreOptions | None = None,
+    lock_days: int | None = None,
 ) -> ObjectStore:
     """The store `spec` names. A relative local path resolves against `relative_to` (locally: the
-    manifest's directory). Opening does no I/O: a bad bucket or credentials show on first use."""
+    manifest's directory). Opening does no I/O: a bad bucket or credentials show on first use.
+    `lock_days`: every object put is locked that long (S3 object lock; ValueError for another
+    kind, which the codec refuses before)."""
     options = options or StoreOptions()
     store = spec.chosen
+    if lock_days is not None and not isinstance(store, S3Spec):
+        raise ValueError(f"{store.describe()} cannot lock objects")
     if isinstance(store, LocalStore):
         path = Path(store.path)
         return LocalDirectoryStore(relative_to / path if relative_to and not path.is_absolute() else path)
     if isinstance(store, GcsStore):
         timeouts = (options.connect_timeout, options.request_timeout, options.retry_timeout)
         return open_gcs(store, credentials, transfer=options.transfer, timeouts=timeouts)
+    lock = None
+    backend: AzureStore | S3Store
     try:
-        backend = (
-            _azure(store, credentials, options)
-            if isinstance(store, AzureSpec)
-            else _s3(store, credentials, options)
-        )
+        if isinstance(store, AzureSpec):
+            backend = _azure(store, credentials, options)
+        else:
+            backend = _s3(store, credentials, options)
+            if lock_days is not None:
+                lock = _object_lock(store, lock_days, credentials, options)
     except obstore.exceptions.BaseError as exc:
         # Building the client can fail too (no CA certificates in the image, a malformed
         # endpoint): a failed backup with the reason, never a crashed actor.
         raise StoreError(f"{store.describe()}: cannot open a client: {exc}") from exc
-    return ObstoreStore(backend, name=store.describe(), transfer=options.transfer)
+    return ObstoreStore(backend, name=store.describe(), transfer=options.transfer, lock=lock)
 
 
 def _client(options: StoreOptions, endpoint: str | None) -> dict[str, Any]:
@@ -96,8 +104,25 @@ def _azure(store: AzureSpec, credentials: StoreCredentials, options: StoreOption
     )
 
 
-def _s3(store: S3Spec, credentials: StoreCredentials, options: StoreOptions) -> S3Store:
-    config: dict[str, Any] = {"region": store.region or "us-east-1"}
+def _object_lock(
+    store: S3Spec, days: int, credentials: StoreCredentials, options: StoreOptions
+) -> ObjectLock:
+    def writer(headers: dict[str, str]) -> S3Store:
+        # The checksum S3 wants with a locked put (x-amz-checksum-sha256 of the body).
+        return _s3(store, credentials, options, headers=headers, checksum_algorithm="sha256")
+
+    return ObjectLock(days, writer)
+
+
+def _s3(
+    store: S3Spec,
+    credentials: StoreCredentials,
+    options: StoreOptions,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: str,
+) -> S3Store:
+    config: dict[str, Any] = {"region": store.region or "us-east-1", **extra}
     if store.endpoint:
         # S3-compatible servers (MinIO, moto, Ceph) answer on paths, not bucket host names.
         config.update(endpoint=store.endpoint, virtual_hosted_style_request=False)
@@ -107,10 +132,13 @@ def _s3(store: S3Spec, credentials: StoreCredentials, options: StoreOptions) -> 
         )
     elif credentials is not None:
         raise ValueError(f"{store.describe()}: S3 needs an access key, not {type(credentials).__name__}")
+    client = _client(options, store.endpoint)
+    if headers:
+        client["default_headers"] = headers
     return S3Store(
         store.bucket,
         prefix=store.prefix.strip("/") or None,
         config=config,  # type: ignore[arg-type]
-        client_options=_client(options, store.endpoint),  # type: ignore[arg-type]
+        client_options=client,  # type: ignore[arg-type]
         retry_config=_retry(options),  # type: ignore[arg-type]
     )

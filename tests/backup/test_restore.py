@@ -14,6 +14,23 @@ from tests.chaos.lifecycle import open_local_supervisor, resource
 from tests.harness.clock import fast_clock
 
 
+async def write_keys(etcd, count):
+    """key-<i> = value-<i> for i < count, each its own revision; what was written."""
+    written = {f"key-{i}".encode(): f"value-{i}".encode() for i in range(count)}
+    for k, v in written.items():
+        await etcd.put(k, v)
+    return written
+
+
+def backed_up_past(revision):
+    """A status predicate: a successful backup holds changes past `revision`."""
+    return lambda s: (
+        s.backup is not None
+        and s.backup.last_successful_backup is not None
+        and s.backup.last_successful_backup.revision > revision
+    )
+
+
 def with_spec(res, **changes):
     return attrs.evolve(res, spec=attrs.evolve(res.spec, **changes))
 
@@ -33,20 +50,10 @@ async def test_a_new_cluster_restored_from_a_backup_has_every_key_and_a_new_iden
     async with open_local_supervisor(tmp_path / "state", children=children, stores=stores) as sup:
         await sup.fleet.apply([source])
         status = await sup.wait_healthy(source.ref, 3)
-        written = {f"key-{i}".encode(): f"value-{i}".encode() for i in range(200)}
         async with open_etcd_client([m.client_url for m in status.members]) as etcd:
-            for k, v in written.items():
-                await etcd.put(k, v)
+            written = await write_keys(etcd, 200)
             source_ids = {m.id for m in (await etcd.member_list())}
-        backed = await sup.wait_for(
-            source.ref,
-            lambda s: (
-                s.backup is not None
-                and s.backup.last_successful_backup is not None
-                and s.backup.last_successful_backup.revision > len(written)
-            ),
-            timeout=60,
-        )
+        backed = await sup.wait_for(source.ref, backed_up_past(len(written)), timeout=60)
         key = backed.backup.last_successful_backup.key
 
         restored = with_spec(resource("restored", size=3), restore=RestoreSpec(store=store, key=key))

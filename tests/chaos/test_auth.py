@@ -52,6 +52,19 @@ def urls(status: ClusterStatus) -> list[str]:
     return [m.client_url for m in status.members]
 
 
+async def kill_a_follower(sup: LocalSupervisor, demo: ClusterResource, status: ClusterStatus) -> None:
+    """SIGKILL a follower's etcd; returns once the supervisor restarted it and all are healthy."""
+    victim = next(m for m in status.members if m.role.value == "follower")
+    assert victim.pid is not None
+    os.kill(victim.pid, signal.SIGKILL)
+    size = len(status.members)
+
+    def healed(s: ClusterStatus) -> bool:
+        return is_healthy(s, size) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
+
+    await sup.wait_for(demo.ref, healed, timeout=60)
+
+
 async def reconciled(sup: LocalSupervisor, demo: ClusterResource, words: str) -> str:
     """The first AuthReconciled Event whose message has `words`, waited for."""
 
@@ -82,16 +95,7 @@ async def test_users_and_roles_from_the_spec_with_auth_on_through_healing_and_sc
             with pytest.raises(PermissionDenied):
                 await app.get(b"/other/x")
         # With auth on, the supervisor still heals a member and grows the cluster.
-        victim = next(m for m in status.members if m.role.value == "follower")
-        assert victim.pid is not None
-        os.kill(victim.pid, signal.SIGKILL)
-        await sup.wait_for(
-            demo.ref,
-            lambda s: (
-                is_healthy(s, 3) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
-            ),
-            timeout=60,
-        )
+        await kill_a_follower(sup, demo, status)
         await sup.fleet.apply([with_auth(demo, demo.spec.auth, 2, size=4)])
         status = await sup.wait_healthy(demo.ref, 4, timeout=90)
 
@@ -143,16 +147,7 @@ async def test_scaling_and_healing_with_auth_on_under_a_tenants_workload_stay_li
             await sup.fleet.apply([with_auth(demo, auth, 2, size=5)])
             status = await sup.wait_healthy(demo.ref, 5, timeout=90)
             await workload.wait_for_more(50)
-            victim = next(m for m in status.members if m.role.value == "follower")
-            assert victim.pid is not None
-            os.kill(victim.pid, signal.SIGKILL)
-            await sup.wait_for(
-                demo.ref,
-                lambda s: (
-                    is_healthy(s, 5) and next(m for m in s.members if m.name == victim.name).pid != victim.pid
-                ),
-                timeout=60,
-            )
+            await kill_a_follower(sup, demo, status)
             await workload.wait_for_more(50)
             await sup.fleet.apply([with_auth(demo, auth, 3, size=3)])
             await sup.wait_healthy(demo.ref, 3, timeout=90)

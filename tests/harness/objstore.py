@@ -49,8 +49,10 @@ class S3Server:
             region_name=REGION,
         )
 
-    def create_bucket(self, name: str) -> str:
-        self.boto3_client().create_bucket(Bucket=name)
+    def create_bucket(self, name: str, *, object_lock: bool = False) -> str:
+        """`object_lock`: the bucket can lock objects (S3 allows it only at creation; it turns
+        versioning on)."""
+        self.boto3_client().create_bucket(Bucket=name, ObjectLockEnabledForBucket=object_lock)
         return name
 
 

@@ -74,3 +74,40 @@ def test_the_crd_admits_encryption_and_defaults_compression(
     ):
         proc = kube_crds.kubectl("create", *ns, "-f", "-", input=cluster("bad", bad), check=False)
         assert proc.returncode != 0 and words in proc.stderr, proc.stderr
+
+
+def test_the_crd_admits_a_second_site_and_refuses_immutable_where_nothing_locks(
+    kube_crds: KubeAPIServer, kube_namespace: str
+) -> None:
+    def cluster(name: str, backup: dict[str, object]) -> str:
+        body = {"apiVersion": "etcd.io/v1alpha1", "kind": "EtcdCluster", "metadata": {"name": name}}
+        return json.dumps({**body, "spec": {"backup": backup}})
+
+    ns = ["-n", kube_namespace]
+    s3 = {"s3": {"bucket": "locked", "credentialsSecret": "s3-creds"}}
+    second = {"s3": {"bucket": "second", "region": "eu-west-1", "credentialsSecret": "dr-creds"}}
+    good = {"store": s3, "copyTo": {"store": second}, "immutable": {"days": 7}}
+    kube_crds.kubectl("create", *ns, "-f", "-", input=cluster("two-sites", good))
+    got = json.loads(kube_crds.kubectl("get", "etcdcluster", "two-sites", *ns, "-o", "json").stdout)
+    assert got["spec"]["backup"]["copyTo"] == {"store": second} and got["spec"]["backup"]["immutable"] == {
+        "days": 7
+    }
+    local = {"local": {"path": "/b"}}
+    for bad, words in (
+        (
+            {"store": local, "immutable": {"days": 7}},
+            "spec.backup.immutable needs spec.backup.store to be an s3 store",
+        ),
+        (
+            {"store": s3, "copyTo": {"store": {"azure": {"container": "dr"}}}, "immutable": {"days": 7}},
+            "spec.backup.immutable needs spec.backup.copyTo.store to be an s3 store",
+        ),
+        ({"store": s3, "immutable": {"days": 0}}, "immutable.days"),
+        ({"store": s3, "copyTo": {}}, "copyTo.store: Required value"),
+        (
+            {"store": s3, "copyTo": {"store": {**local, **second}}},
+            "spec.backup.copyTo.store must name exactly one",
+        ),
+    ):
+        proc = kube_crds.kubectl("create", *ns, "-f", "-", input=cluster("bad", bad), check=False)
+        assert proc.returncode != 0 and words in proc.stderr, (words, proc.stderr)

@@ -3,16 +3,19 @@ on Kubernetes the Secret the store names (against a real kube-apiserver)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from actors.backup.copies import sync_copies
 from actors.errors import StoreAccessDenied
-from actors.model import AzureStore, GcsStore, LocalStore, S3Store, StoreSpec
+from actors.model import AzureStore, ClusterRef, GcsStore, LocalStore, S3Store, StoreSpec
 from actors.store_port import AzureCredentials, GcsCredentials, S3Credentials
 from supervisor.aio import open_asyncio_loop
+from supervisor.kube.backups import secret_stores
 from supervisor.kube.client import open_kube_client
 from supervisor.kube.store_credentials import secret_credentials
 from supervisor.stores import local_credentials, open_store
@@ -127,3 +130,41 @@ async def test_kubernetes_reads_the_named_secret_in_the_cluster_namespace(kube: 
             await secret_credentials(client, ns, s3(secret="half"))
         with pytest.raises(StoreAccessDenied, match=f"credentialsSecret {ns}/absent: 404"):
             await secret_credentials(client, ns, s3(secret="absent"))
+
+
+async def test_on_kubernetes_a_second_store_opens_on_its_own_secret_and_locks_what_it_is_given(
+    kube: KubeAPIServer, s3_server: S3Server
+) -> None:
+    """The operator's store opener (secret_stores): the second site (copyTo) with a Secret of its
+    own, locked (immutable) through the same opener the backup children use."""
+    ns = kube.create_namespace("second-site")
+    kube.kubectl(
+        "-n", ns, "create", "secret", "generic", "dr-creds",
+        f"--from-literal=AWS_ACCESS_KEY_ID={s3_server.access_key_id}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3_server.secret_access_key}",
+    )  # fmt: skip
+    first = s3_server.create_bucket("first-site")
+    second = s3_server.create_bucket("second-site", object_lock=True)
+    s3_server.boto3_client().put_object(Bucket=first, Key=f"{ns}/demo/a.db", Body=b"snapshot")
+    meta = json.dumps({"sha256": hashlib.sha256(b"snapshot").hexdigest()}).encode()
+    s3_server.boto3_client().put_object(Bucket=first, Key=f"{ns}/demo/a.db.json", Body=meta)
+    async with open_asyncio_loop(), open_kube_client(str(kube.kubeconfig)) as client:
+        opener = secret_stores(client)
+        cluster = ClusterRef(ns, "demo")
+        # The first site as written (only the second store is opened through the operator here).
+        source = open_store(
+            s3(secret=None, endpoint=s3_server.endpoint, bucket=first),
+            credentials=S3Credentials(s3_server.access_key_id, s3_server.secret_access_key),
+        )
+        target = opener(
+            cluster, s3(secret="dr-creds", endpoint=s3_server.endpoint, bucket=second), lock_days=2
+        )
+        copied = await sync_copies(source, target, cluster)
+        await target.aclose()
+    assert [c.key for c in copied] == [f"{ns}/demo/a.db"]
+    head = s3_server.boto3_client().head_object(Bucket=second, Key=f"{ns}/demo/a.db")
+    assert head["ObjectLockMode"] == "COMPLIANCE"
+    written = json.loads(
+        s3_server.boto3_client().get_object(Bucket=second, Key=f"{ns}/demo/a.db.json")["Body"].read()
+    )
+    assert written["retainUntil"] == head["ObjectLockRetainUntilDate"].timestamp()

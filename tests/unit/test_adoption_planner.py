@@ -6,7 +6,8 @@ refused by name; and no cluster of our own is ever seeded in place of the one to
 import attrs
 
 from actors.actions import AddLearner, MoveLeader, PromoteLearner, RemoveMember, StartSeed, Wait
-from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth
+from actors.assess import next_phase
+from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth, Phase
 from actors.plan import plan
 from tests.unit.facts import cluster, em, hl, observed, rt
 
@@ -104,3 +105,9 @@ def test_no_old_member_leaves_on_answers_asked_before_the_last_step():
     view = attrs.evolve(adopting(3, old_leader=True), answered_before_step=frozenset({"demo-1"}))
     step = plan(REMOVE_OLD, view)
     assert isinstance(step, Wait) and "demo-1 answered since the last step" in step.reason
+
+
+def test_an_adopted_cluster_keeping_its_old_members_is_running_on_its_own_voters():
+    view = adopting(3, old_leader=False)
+    assert next_phase(Phase.RECOVERING, KEEP_OLD, view, converged=True) is Phase.RUNNING
+    assert next_phase(Phase.RUNNING, KEEP_OLD, view, converged=True) is Phase.RUNNING

@@ -2,9 +2,14 @@
 
 from datetime import UTC, datetime, timedelta
 
+import attrs
+import pytest
+
 from actors.backup.health import BackupReport, backup_condition
+from actors.backup.locks import held_note, lock_days, split_locked
 from actors.backup.retention import BackupRecord, expired
-from actors.model import BackupSpec, BackupStatus, LastBackup, LocalStore, StoreSpec
+from actors.errors import StoreError
+from actors.model import BackupSpec, BackupStatus, ImmutableSpec, LastBackup, LocalStore, S3Store, StoreSpec
 from actors.schedule import due, latest_slot, next_slot, valid_schedule
 
 EVERY_SIX_HOURS = "0 */6 * * *"
@@ -78,3 +83,45 @@ def test_backup_health_from_failures_age_and_verification():
     assert condition(report(completed=at(12, 30)), now=at(0, 31, day=2)).reason == "BackupTooOld"
     assert condition(report(completed=at(6), verified=False)).reason == "NotVerified"
     assert condition(report(completed=at(6), verified=False), verify=False).status == "True"
+
+
+def test_locked_backups_are_kept_past_retention_until_their_date():
+    now = at(5).timestamp()
+    doomed = [
+        BackupRecord("b0", at(1).timestamp(), True, locked_until=now - 1),  # the lock has run out
+        BackupRecord("b1", at(2).timestamp(), True, locked_until=now + 3600),
+        BackupRecord("b2", at(3).timestamp(), True, locked_until=now + 7200),
+        BackupRecord("b3", at(4).timestamp(), True),  # never locked
+    ]
+    deletable, kept = split_locked(doomed, now)
+    assert [b.key for b in deletable] == ["b0", "b3"] and [b.key for b in kept] == ["b1", "b2"]
+    until = datetime.fromtimestamp(now + 7200, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert (
+        held_note(kept, "s3 bucket 'x'")
+        == f"2 backups kept past retention in s3 bucket 'x': locked until {until}"
+    )
+    assert held_note([], "s3 bucket 'x'") == ""
+
+
+def test_a_failing_second_site_turns_backup_health_false_by_name_and_held_backups_are_told():
+    ok = report(completed=at(6))
+    second = attrs.evolve(ok, second_site="the second store s3 bucket 'dr': refused the credentials")
+    failing = condition(second)
+    assert (failing.status, failing.reason) == ("False", "SecondSiteFailing")
+    assert "s3 bucket 'dr'" in failing.message and "k.db" in failing.message
+    # The first store failing says so first: that is what needs mending.
+    assert condition(
+        attrs.evolve(second, status=BackupStatus(None, ok.status.last_successful_backup, 3))
+    ).reason == ("BackupsFailing")
+    held = condition(attrs.evolve(ok, held="2 backups kept past retention in s3 bucket 'x': locked until T"))
+    assert held.status == "True" and held.message.endswith(
+        "2 backups kept past retention in s3 bucket 'x': locked until T"
+    )
+
+
+def test_immutable_needs_a_store_that_locks():
+    with pytest.raises(StoreError, match=r"spec.backup.immutable: local directory /b cannot lock objects"):
+        lock_days(StoreSpec(local=LocalStore("/b")), BackupSpec(immutable=ImmutableSpec(3)))
+    s3 = StoreSpec(s3=S3Store("b"))
+    assert lock_days(s3, BackupSpec(immutable=ImmutableSpec(3))) == 3
+    assert lock_days(s3, BackupSpec()) is None and lock_days(s3, None) is None

@@ -9,12 +9,16 @@ from actors.model import (
     ClusterStatus,
     Compression,
     Condition,
+    CopySpec,
     EncryptionSpec,
     ImageFamily,
+    ImmutableSpec,
     MemberStatus,
     Phase,
     ReclaimPolicy,
     Role,
+    S3Store,
+    StoreSpec,
 )
 
 
@@ -98,6 +102,52 @@ def test_bitnami_is_detected_from_the_repository_and_tagged_without_v():
             "none or zstd",
         ),
         (
+            {"backup": {"copyTo": {}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.copyTo.store",
+            "required",
+        ),
+        (
+            {"backup": {"copyTo": {"store": {"s3": {}}}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.copyTo.store.s3.bucket",
+            "required",
+        ),
+        (
+            {"backup": {"copyTo": {"store": {"local": {"path": "b"}}}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.copyTo.store",
+            "another store than spec.backup.store",
+        ),
+        (
+            {"backup": {"immutable": {"days": 7}, "store": {"local": {"path": "b"}}}},
+            "spec.backup.immutable",
+            "spec.backup.store (local) cannot lock objects",
+        ),
+        (
+            {"backup": {"immutable": {"days": 7}, "store": {"azure": {"container": "backups"}}}},
+            "spec.backup.immutable",
+            "spec.backup.store (azure) cannot lock objects",
+        ),
+        (
+            {
+                "backup": {
+                    "immutable": {"days": 7},
+                    "store": {"s3": {"bucket": "locked"}},
+                    "copyTo": {"store": {"gcs": {"bucket": "second"}}},
+                }
+            },
+            "spec.backup.immutable",
+            "spec.backup.copyTo.store (gcs) cannot lock objects",
+        ),
+        (
+            {"backup": {"immutable": {"days": 0}, "store": {"s3": {"bucket": "locked"}}}},
+            "spec.backup.immutable.days",
+            "whole number of days from 1",
+        ),
+        (
+            {"backup": {"immutable": {"days": "7"}, "store": {"s3": {"bucket": "locked"}}}},
+            "spec.backup.immutable.days",
+            "whole number of days from 1",
+        ),
+        (
             {"restore": {"store": {"local": {"path": "b"}}, "key": "a/b/c.db", "revision": 0}},
             "spec.restore.revision",
             "at least 1",
@@ -117,6 +167,27 @@ def test_encryption_and_compression_are_read_with_zstd_the_default():
     spec = doc({"backup": {"store": store, "encryption": {"keySecret": "backup-key"}, "compression": "none"}})
     backup = parse_cluster(spec).spec.backup
     assert backup.encryption == EncryptionSpec("backup-key") and backup.compression is Compression.NONE
+
+
+def test_a_second_site_and_immutability_are_read():
+    spec = doc(
+        {
+            "backup": {
+                "store": {"s3": {"bucket": "first", "credentialsSecret": "first-creds"}},
+                "copyTo": {
+                    "store": {"s3": {"bucket": "second", "region": "eu-west-1", "credentialsSecret": "dr"}}
+                },
+                "immutable": {"days": 30},
+            }
+        }
+    )
+    backup = parse_cluster(spec).spec.backup
+    assert backup.copy_to == CopySpec(
+        StoreSpec(s3=S3Store("second", region="eu-west-1", credentials_secret="dr"))
+    )
+    assert backup.immutable == ImmutableSpec(30)
+    plain = parse_cluster(doc({"backup": {"store": {"local": {"path": "b"}}}})).spec.backup
+    assert plain.copy_to is None and plain.immutable is None
 
 
 def test_delta_period_and_a_restore_revision_are_read():
