@@ -305,6 +305,9 @@ def kubelet_config(
         "authorization": {"mode": "AlwaysAllow"},
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": cgroup_root,
+        # These machines' hosts run cgroup v1 (not ours to change); kubelets from 1.35 on refuse
+        # it unless told (production nodes run cgroup v2, where this is moot).
+        "failCgroupV1": False,
         "failSwapOn": False,
         "containerRuntimeEndpoint": endpoint,
         "imageServiceEndpoint": endpoint,
