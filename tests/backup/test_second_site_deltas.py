@@ -1,17 +1,20 @@
 """Delta backups on a second site (spec.backup.copyTo with deltaPeriod), on real etcd: while the
 second store is missing, the deltas go on in the first and BackupHealthy says the second site
 fails; once it is there, the chunks it lacks are caught up, and with the first store gone a new
-cluster is restored from the second alone to revisions between snapshots, key for key."""
+cluster is restored from the second alone to revisions between snapshots, key for key. Retention
+prunes the chunks no kept snapshot can use, in both stores."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 
 import attrs
+import trio
 
 from actors.backup.deltas import covered_to, parse_chunk_key
-from actors.model import BackupSpec, CopySpec, LocalStore, S3Store, StoreSpec
+from actors.model import BackupSpec, CopySpec, LocalStore, RetentionSpec, S3Store, StoreSpec
 from supervisor.etcd import open_etcd_client
 from tests.backup.test_deltas import (
     PitWorkload,
@@ -97,3 +100,51 @@ async def test_deltas_reach_the_second_site_after_its_outage_and_restore_from_it
         await sup.fleet.apply([source, *restored])
         for res, target in zip(restored, targets, strict=True):
             await assert_restored_at(sup, res, target, history)
+
+
+PRUNED_IN = {"local directory", "dr-pruned"}
+
+
+def pruned_in(events):
+    """Which of the two stores retention deleted delta chunks from, by the Events."""
+    return {where for _, r, m in events if r == "DeltaBackupsDeleted" for where in PRUNED_IN if where in m}
+
+
+async def busy(etcd):
+    while True:
+        await etcd.put(b"k", b"v")
+        await trio.sleep(0.1)
+
+
+async def test_retention_prunes_the_chunks_no_kept_snapshot_can_use_in_both_stores(tmp_path, s3_server):
+    bucket = s3_server.create_bucket("dr-pruned")
+    secret = s3_credentials_file(tmp_path / "dr-creds", s3_server)
+    second = StoreSpec(s3=S3Store(bucket=bucket, endpoint=s3_server.endpoint, credentials_secret=secret))
+    first = tmp_path / "backups"
+    backup = BackupSpec(
+        schedule="* * * * *",
+        retention=RetentionSpec(keep=1),
+        store=StoreSpec(local=LocalStore(str(first))),
+        delta_period="1s",
+        copy_to=CopySpec(second),
+    )
+    source = resource("source", size=1)
+    source = attrs.evolve(source, spec=attrs.evolve(source.spec, backup=backup))
+    async with (
+        running(tmp_path, source) as (sup, status),
+        open_etcd_client([m.client_url for m in status.members]) as etcd,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(busy, etcd)  # chunks keep coming while snapshots are taken and pruned
+        await sup.wait_for(source.ref, lambda _: pruned_in(sup.recorder.events) == PRUNED_IN, timeout=120)
+        nursery.cancel_scope.cancel()
+    # Once stopped: every chunk left holds revisions after the oldest verified snapshot kept.
+    s3 = s3_server.boto3_client()
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="default/source/")["Contents"]]
+    there = {k: s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in listed if k.endswith(".db.json")}
+    here = {str(p.relative_to(first)): p.read_bytes() for p in first.rglob("*.db.json")}
+    local_chunks = [str(p.relative_to(first)) for p in first.rglob("*.jsonl")]
+    for metadata, keys in ((here, local_chunks), (there, listed)):
+        oldest = min(json.loads(m)["revision"] for m in metadata.values() if json.loads(m)["verified"])
+        chunks = [c for k in keys if (c := parse_chunk_key(k))]
+        assert all(c.last > oldest for c in chunks), (oldest, chunks)
