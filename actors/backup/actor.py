@@ -260,6 +260,12 @@ class BackupActor(Actor[Wake]):
         try:
             async with self._store(source) as first, self._store(second) as target:
                 copied = await sync_copies(unencoded(first), unencoded(target), self._context.ref)
+                # Told before retention runs there: its Events (BackupDeleted) come after the copies.
+                for done in copied:
+                    await self._event(
+                        "BackupCopied",
+                        f"{done.key}: copied to {second.describe()}, sha256 {done.sha256} read back",
+                    )
                 held = await self._apply_retention(spec, target, now, second) if prune else ""
         except StoreError as exc:
             self._second_site = f"the second store {second.describe()}: {exc}"
@@ -268,11 +274,6 @@ class BackupActor(Actor[Wake]):
         else:
             self._second_site = ""
             self._held = "; ".join(note for note in (self._held, held) if note)
-            for done in copied:
-                await self._event(
-                    "BackupCopied",
-                    f"{done.key}: copied to {second.describe()}, sha256 {done.sha256} read back",
-                )
         self._report(self._status)
 
     async def _failed(self, now: float, exc: Exception) -> None:
