@@ -219,7 +219,9 @@ class DeltaFollower:
         """Copies to the second site beside the follower, so a slow or hanging second store
         never holds the watch up (a watch not read for long would be taken for a dead one).
         Woken by each chunk written; while the second site fails, also every COPY_RETRY, so it
-        catches up even when no new chunk comes."""
+        catches up even when no new chunk comes; and once at start (chunks a restarted daemon
+        left uncopied)."""
+        self._copy_due.set()
         while True:
             with trio.move_on_after(COPY_RETRY if self.context.reports.deltas_second_site else float("inf")):
                 await self._copy_due.wait()
@@ -233,10 +235,13 @@ class DeltaFollower:
         the second site left behind), each verified there by sha256 (copies.py). A failure is
         reported (BackupHealthy SecondSiteFailing, an Event) and never fails the delta backup:
         the chunks are in the first store, and the next pass copies them."""
-        if spec.copy_to is None or spec.store is None:
+        reports = self.context.reports
+        if spec.copy_to is None or spec.store is None or spec.delta_period is None:
+            if reports.deltas_second_site:  # no second site (or deltas) any more: nothing can fail
+                reports.deltas_second_site = ""
+                nudge(self.context.handle, ServicesReported())
             return
         second = spec.copy_to.store
-        reports = self.context.reports
         try:
             async with self._store(spec.store) as first, self._store(second) as target:
                 copied = await sync_chunks(unencoded(first), unencoded(target), self.context.ref)
