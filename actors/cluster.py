@@ -390,7 +390,7 @@ class ClusterActor(Actor[ClusterMessage]):
             previous_conditions=previous.conditions if previous else (),
             previous_version=previous.version if previous else "",
             problem=desired.problem,
-            backup=self._reports.backup,
+            backup=self._reports.backup_report(),
             failure=self._failure,
             last_recovery=self._last_recovery,
             tls=self._reports.tls,

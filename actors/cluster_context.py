@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
 import trio
 from attrs import frozen
 
@@ -59,10 +60,22 @@ class ServiceReports:
         self.maintenance = MaintenanceBoard()  # the defrag round: started by the defrag actor or the plan
         # The last revision the stored delta chunks reach, without a gap from a verified snapshot.
         self.deltas_reach = 0
+        # Why the last copy of delta chunks to spec.backup.copyTo failed ("": it worked), from
+        # the delta follower; the backup actor's own copies are in `backup`.
+        self.deltas_second_site = ""
         # The certificates the renewal child last read (TLS clusters with generated certificates).
         self.tls: TlsReport | None = None
         # spec.hibernate: the backup taken for the hibernation under way (None: none yet, or awake).
         self.final_backup: LastBackup | None = None
+
+    def backup_report(self) -> BackupReport | None:
+        """The backup actor's report, with a failing copy of delta chunks counted as a failing
+        second site too (BackupHealthy SecondSiteFailing, as for snapshots)."""
+        report = self.backup
+        if report is None or not self.deltas_second_site:
+            return report
+        failing = "; ".join(why for why in (report.second_site, self.deltas_second_site) if why)
+        return attrs.evolve(report, second_site=failing)
 
 
 class ObservedFeed:

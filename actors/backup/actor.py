@@ -22,10 +22,11 @@ import trio
 from attrs import frozen
 
 from actors.backup.copies import sync_copies
+from actors.backup.delta_retention import prune_deltas
 from actors.backup.encoded_store import unencoded
 from actors.backup.health import BackupReport, encoding_problem
 from actors.backup.job import BackupFailed, BackupOutcome, take_backup
-from actors.backup.locks import held_note, split_locked
+from actors.backup.locks import held_note, lock_days, split_locked
 from actors.backup.ports import BackupPorts, BackupRequests
 from actors.backup.retention import BackupRecord, expired
 from actors.backup.source import metadata_key, scheduled, snapshot_of, taken_at
@@ -259,6 +260,12 @@ class BackupActor(Actor[Wake]):
         try:
             async with self._store(source) as first, self._store(second) as target:
                 copied = await sync_copies(unencoded(first), unencoded(target), self._context.ref)
+                # Told before retention runs there: its Events (BackupDeleted) come after the copies.
+                for done in copied:
+                    await self._event(
+                        "BackupCopied",
+                        f"{done.key}: copied to {second.describe()}, sha256 {done.sha256} read back",
+                    )
                 held = await self._apply_retention(spec, target, now, second) if prune else ""
         except StoreError as exc:
             self._second_site = f"the second store {second.describe()}: {exc}"
@@ -267,11 +274,6 @@ class BackupActor(Actor[Wake]):
         else:
             self._second_site = ""
             self._held = "; ".join(note for note in (self._held, held) if note)
-            for done in copied:
-                await self._event(
-                    "BackupCopied",
-                    f"{done.key}: copied to {second.describe()}, sha256 {done.sha256} read back",
-                )
         self._report(self._status)
 
     async def _failed(self, now: float, exc: Exception) -> None:
@@ -302,10 +304,27 @@ class BackupActor(Actor[Wake]):
                 "BackupDeleted",
                 f"{backup.key}: retention (keep {keep}, maxAge {max_age}) in {where.describe()}",
             )
+        await self._prune_deltas(spec, store, now, where)
         note = held_note(locked, where.describe())
         if note:
             log.info("backups of %s: %s", self._context.ref, note)
         return note
+
+    async def _prune_deltas(self, spec: BackupSpec, store: ObjectStore, now: float, where: StoreSpec) -> None:
+        """After the snapshots, the delta chunks none of those kept can use (delta_retention.py)."""
+        pruned = await prune_deltas(store, self._context.ref, lock_days=lock_days(where, spec), now=now)
+        if pruned.deleted:
+            first, last = pruned.deleted[0], pruned.deleted[-1]
+            await self._event(
+                "DeltaBackupsDeleted",
+                f"{len(pruned.deleted)} delta chunks (revisions {first.first}-{last.last}) older than"
+                f" the oldest verified backup kept, in {where.describe()}",
+            )
+        if pruned.locked:
+            log.info(
+                "delta backups of %s: %d chunks past use kept in %s: locked",
+                self._context.ref, pruned.locked, where.describe(),
+            )  # fmt: skip
 
     async def _records(self, store: ObjectStore, *, on_demand: bool = False) -> list[BackupRecord]:
         """The scheduled snapshots in the store (retention and the schedule look only at those);

@@ -24,9 +24,11 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import attrs
 import trio
 from attrs import define
 
+from actors.backup.copies import sync_chunks
 from actors.backup.delta_verify import VERIFY_EVERY, ChainVerifier, Checkpoint, VerifyAsk, verification_due
 from actors.backup.deltas import (
     Change,
@@ -39,13 +41,14 @@ from actors.backup.deltas import (
     encode_chunk,
     parse_chunk_key,
 )
+from actors.backup.encoded_store import unencoded
 from actors.backup.job import BackupFailed, take_backup
 from actors.backup.ports import BackupPorts
 from actors.backup.source import snapshot_source
-from actors.cluster_context import ChildFactory, ClusterContext
+from actors.cluster_context import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import EtcdError, RevisionCompacted, StoreError
 from actors.measurements import Measurement
-from actors.model import BackupSpec, duration_seconds
+from actors.model import BackupSpec, StoreSpec, duration_seconds
 from actors.store_port import ObjectStore
 from supervisor.backoff import Backoff
 from supervisor.runtime import ChildSpec, leaf_exceptions
@@ -63,6 +66,8 @@ RETRY = Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.1)
 # progress request at once, even on a quiet cluster: silence means the member is not there.
 PROGRESS_EVERY = 5.0
 DEAD_AFTER = 3
+# While copies to the second site fail, they are tried again this often without a new chunk.
+COPY_RETRY = 30.0
 
 
 @define
@@ -77,6 +82,7 @@ class DeltaFollower:
     _checkpoint: Checkpoint | None = None  # the last verification asked for
     _chain: ChainVerifier | None = None
     _broken: str | None = None  # why the stored chain did not verify, until a full backup
+    _copy_due: trio.Event = attrs.Factory(trio.Event)  # chunks written: copy them to the second site
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -85,6 +91,7 @@ class DeltaFollower:
                     self.context, self.ports.verifier, self.ports.open_store, self._chain_broken
                 )
                 nursery.start_soon(self._chain.run)
+            nursery.start_soon(self._copy_forever)
             await self._follow_forever()
 
     def _chain_broken(self, why: str) -> None:
@@ -206,6 +213,55 @@ class DeltaFollower:
         self.chunks_written += 1
         self.context.reports.deltas_reach = last  # for a recovery from backup (plan/recovery.py)
         log.info("delta backup %s: %d changes, revisions %d-%d", key, len(changes), first, last)
+        self._copy_due.set()
+
+    async def _copy_forever(self) -> None:
+        """Copies to the second site beside the follower, so a slow or hanging second store
+        never holds the watch up (a watch not read for long would be taken for a dead one).
+        Woken by each chunk written; while the second site fails, also every COPY_RETRY, so it
+        catches up even when no new chunk comes; and once at start (chunks a restarted daemon
+        left uncopied)."""
+        self._copy_due.set()
+        while True:
+            with trio.move_on_after(COPY_RETRY if self.context.reports.deltas_second_site else float("inf")):
+                await self._copy_due.wait()
+            self._copy_due = trio.Event()
+            spec = self.context.desired().resource.spec.backup
+            if spec is not None:
+                await self._second_site_copy(spec)
+
+    async def _second_site_copy(self, spec: BackupSpec) -> None:
+        """Copy to spec.backup.copyTo the chunks it lacks (the new ones, and any an outage of
+        the second site left behind), each verified there by sha256 (copies.py). A failure is
+        reported (BackupHealthy SecondSiteFailing, an Event) and never fails the delta backup:
+        the chunks are in the first store, and the next pass copies them."""
+        reports = self.context.reports
+        if spec.copy_to is None or spec.store is None or spec.delta_period is None:
+            if reports.deltas_second_site:  # no second site (or deltas) any more: nothing can fail
+                reports.deltas_second_site = ""
+                nudge(self.context.handle, ServicesReported())
+            return
+        second = spec.copy_to.store
+        try:
+            async with self._store(spec.store) as first, self._store(second) as target:
+                copied = await sync_chunks(unencoded(first), unencoded(target), self.context.ref)
+        except StoreError as exc:
+            failed = not reports.deltas_second_site
+            reports.deltas_second_site = f"delta chunks to the second store {second.describe()}: {exc}"
+            log.warning("delta backups of %s: %s", self.context.ref, reports.deltas_second_site)
+            if failed:  # once per outage, not once per chunk
+                await self._event("DeltaCopyFailed", reports.deltas_second_site, warning=True)
+            nudge(self.context.handle, ServicesReported())
+            return
+        if reports.deltas_second_site:
+            reports.deltas_second_site = ""
+            nudge(self.context.handle, ServicesReported())
+        if copied:
+            await self._event(
+                "DeltaBackupCopied",
+                f"{len(copied)} delta chunks copied to {second.describe()} (up to {copied[-1].key}),"
+                " each read back with its sha256",
+            )
 
     async def _maybe_verify(self, spec: BackupSpec, reach: int) -> None:
         """When a verification of the stored chain up to `reach` is due (delta_verify.py), ask
@@ -260,9 +316,11 @@ class DeltaFollower:
         )
 
     @asynccontextmanager
-    async def _store(self, spec: BackupSpec) -> AsyncIterator[ObjectStore]:
-        assert spec.store is not None
-        store = self.ports.open_store(spec.store)
+    async def _store(self, where: BackupSpec | StoreSpec) -> AsyncIterator[ObjectStore]:
+        """The store `where` names: a StoreSpec, or a BackupSpec's first store."""
+        spec = where.store if isinstance(where, BackupSpec) else where
+        assert spec is not None
+        store = self.ports.open_store(spec)
         try:
             yield store
         finally:

@@ -73,7 +73,7 @@ def backup_condition(spec: BackupSpec, report: BackupReport | None, now: float) 
         # The backups themselves are fine (the status says so); the second copy is not there.
         return Condition(
             KIND, "False", "SecondSiteFailing",
-            f"newest backup {last.key}, but copying it to the second store failed: {report.second_site}",
+            f"newest backup {last.key}, but copying to the second store failed: {report.second_site}",
         )  # fmt: skip
     note = f"; the last attempt failed: {report.last_error}" if failures and report else ""
     held = f"; {report.held}" if report and report.held else ""

@@ -69,7 +69,7 @@ async def plan_chain(store: ObjectStore, cluster: ClusterRef, revision: int) -> 
     snapshots = [o.key for o in await store.list(folder) if o.key.endswith(".db")]
     candidates = []
     for snapshot in snapshots:
-        at = await _verified_revision(store, snapshot)
+        at = await verified_revision(store, snapshot)
         if at is not None and at <= revision:
             candidates.append((at, snapshot))
     if not candidates:
@@ -90,7 +90,7 @@ async def plan_chain(store: ObjectStore, cluster: ClusterRef, revision: int) -> 
     return PointInTime(snapshot, base, tuple(changes), revision, len(needed))
 
 
-async def _verified_revision(store: ObjectStore, key: str) -> int | None:
+async def verified_revision(store: ObjectStore, key: str) -> int | None:
     """The exact revision of a verified snapshot (its metadata); None for any other."""
     try:
         meta = json.loads(await store.get_bytes(metadata_key(key)))

@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import random
 import signal
+from contextlib import asynccontextmanager
 
 import attrs
 import trio
+from attrs import Factory, define
 
 from actors.backup.deltas import covered_to, decode_chunk, deltas_prefix, parse_chunk_key
 from actors.backup.envelope import decode
@@ -128,27 +130,14 @@ def _healthy_with_new_pid(status, before) -> bool:
 async def test_restore_to_each_of_several_revisions_gives_exactly_the_state_at_that_revision(tmp_path):
     store = StoreSpec(local=LocalStore(str(tmp_path / "backups")))
     source = with_backups(resource("source", size=3), store)
-    stores = local_store_opener(tmp_path, {})
-    async with open_local_supervisor(
-        tmp_path / "state", children=children_for(tmp_path), stores=stores
-    ) as sup:
-        await sup.fleet.apply([source])
-        status = await sup.wait_healthy(source.ref, 3)
+    async with running(tmp_path, source) as (sup, status):
         status = await sup.wait_for(source.ref, lambda s: _verified(s) > 0, timeout=60)
         snapshot_key = status.backup.last_successful_backup.key  # any backup of the cluster
-        # A workload of puts and deletes over a few keys; its own acknowledged history says
-        # what every key held at every revision.
-        history: list[tuple[int, bytes, bytes | None]] = []
-        rng = random.Random(15)
+        workload = PitWorkload(random.Random(15))
         async with open_etcd_client([m.client_url for m in status.members]) as etcd:
             await follower_started(etcd, tmp_path / "backups", source.ref)
-            for i in range(300):
-                key = b"pit/%02d" % rng.randrange(20)
-                if rng.random() < 0.2:
-                    history.append(((await etcd.txn(success=[Delete(key)])).revision, key, None))
-                else:
-                    value = b"v%d" % i
-                    history.append((await etcd.put(key, value), key, value))
+            await workload.run(etcd, 300)
+        history = workload.history
         last = history[-1][0]
         base = await eventually(
             lambda: deltas_base(tmp_path / "backups", source.ref, last),
@@ -163,16 +152,40 @@ async def test_restore_to_each_of_several_revisions_gives_exactly_the_state_at_t
         restored = [restored_at(store, snapshot_key, t) for t in targets]
         await sup.fleet.apply([source, *restored])
         for res, target in zip(restored, targets, strict=True):
-            status = await sup.wait_healthy(res.ref, 1, timeout=120)
-            async with open_etcd_client([m.client_url for m in status.members]) as etcd:
-                got = {kv.key: kv.value for kv in await etcd.range(b"pit/", b"pit0")}
-                head = await etcd.current_revision()
-            assert got == state_at(history, target), f"revision {target}"
-            assert head == target  # the restored store continues the original's revisions
+            await assert_restored_at(sup, res, target, history)
             (verified,) = [
                 m for r, reason, m in sup.recorder.events if r == res.ref and reason == "RestoreVerified"
             ]
             assert f"at revision {target}" in verified
+
+
+@asynccontextmanager
+async def running(tmp_path, res):
+    """A supervisor with backups and deltas (children_for) running `res`, once it is healthy."""
+    stores = local_store_opener(tmp_path, {})
+    async with open_local_supervisor(
+        tmp_path / "state", children=children_for(tmp_path), stores=stores
+    ) as sup:
+        await sup.fleet.apply([res])
+        yield sup, await sup.wait_healthy(res.ref, res.spec.size)
+
+
+@define
+class PitWorkload:
+    """Puts and deletes over a few keys (pit/..); its own acknowledged history, (revision, key,
+    value or None for a delete), says what every key held at every revision."""
+
+    rng: random.Random
+    history: list[tuple[int, bytes, bytes | None]] = Factory(list)
+
+    async def run(self, etcd, n: int) -> None:
+        for _ in range(n):
+            key = b"pit/%02d" % self.rng.randrange(20)
+            if self.rng.random() < 0.2:
+                self.history.append(((await etcd.txn(success=[Delete(key)])).revision, key, None))
+            else:
+                value = b"v%d" % len(self.history)
+                self.history.append((await etcd.put(key, value), key, value))
 
 
 async def follower_started(etcd, directory, ref) -> int:
@@ -189,6 +202,17 @@ async def follower_started(etcd, directory, ref) -> int:
         base = await deltas_start(directory, ref)
         nursery.cancel_scope.cancel()
     return base
+
+
+async def assert_restored_at(sup, res, target, history):
+    """The restored cluster `res` holds exactly the keys the workload's `history` says at
+    `target`, and continues the original's revisions from there."""
+    status = await sup.wait_healthy(res.ref, 1, timeout=120)
+    async with open_etcd_client([m.client_url for m in status.members]) as etcd:
+        got = {kv.key: kv.value for kv in await etcd.range(b"pit/", b"pit0")}
+        head = await etcd.current_revision()
+    assert got == state_at(history, target), f"revision {target}"
+    assert head == target
 
 
 def restored_at(store, key, revision):

@@ -51,3 +51,27 @@ def make_store(store_kind: str, request: pytest.FixtureRequest, tmp_path: Path) 
     return lambda prefix="": open_store(
         StoreSpec(local=LocalStore(str(tmp_path / "store" / prefix))), credentials=None
     )
+
+
+@pytest.fixture
+def store_of(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], ObjectStore]:
+    """store_of(kind) -> a store of that kind on a bucket (container, directory) of its own."""
+
+    def make(kind: str) -> ObjectStore:
+        bucket = f"c-{uuid.uuid4().hex[:16]}"
+        if kind == "s3":
+            s3: S3Server = request.getfixturevalue("s3_server")
+            creds = S3Credentials(s3.access_key_id, s3.secret_access_key)
+            spec = StoreSpec(s3=S3Store(bucket=s3.create_bucket(bucket), endpoint=s3.endpoint))
+            return open_store(spec, credentials=creds)
+        if kind == "gcs":
+            gcs: GcsServer = request.getfixturevalue("gcs_server")
+            spec = StoreSpec(gcs=GcsStore(bucket=gcs.create_bucket(bucket), endpoint=gcs.endpoint))
+            return open_store(spec, credentials=None)
+        if kind == "azure":
+            az: AzuriteServer = request.getfixturevalue("azurite_server")
+            spec = StoreSpec(azure=AzureStore(container=az.create_container(bucket), endpoint=az.endpoint))
+            return open_store(spec, credentials=AzureCredentials(az.account_name, az.account_key))
+        return open_store(StoreSpec(local=LocalStore(str(tmp_path / bucket))), credentials=None)
+
+    return make

@@ -7,18 +7,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 
 import botocore.exceptions
 import pytest
 
 from actors.backup.copies import CopyFailed, sync_copies
 from actors.errors import StoreError
-from actors.model import AzureStore, ClusterRef, GcsStore, LocalStore, S3Store, StoreSpec
-from actors.store_port import AzureCredentials, ObjectStore, S3Credentials
+from actors.model import ClusterRef, LocalStore, S3Store, StoreSpec
+from actors.store_port import ObjectStore, S3Credentials
 from supervisor.stores import open_store
-from tests.harness.objstore import AzuriteServer, GcsServer, S3Server
+from tests.harness.objstore import S3Server
 from tests.stores.data import MiB, chunks, drain
 
 DAY = 86400
@@ -85,30 +83,6 @@ def test_only_s3_stores_open_locked(tmp_path):
 
 
 # --- the second site -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def store_of(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], ObjectStore]:
-    """store_of(kind) -> a store of that kind on a bucket (container, directory) of its own."""
-
-    def make(kind: str) -> ObjectStore:
-        bucket = f"c-{uuid.uuid4().hex[:16]}"
-        if kind == "s3":
-            s3: S3Server = request.getfixturevalue("s3_server")
-            creds = S3Credentials(s3.access_key_id, s3.secret_access_key)
-            spec = StoreSpec(s3=S3Store(bucket=s3.create_bucket(bucket), endpoint=s3.endpoint))
-            return open_store(spec, credentials=creds)
-        if kind == "gcs":
-            gcs: GcsServer = request.getfixturevalue("gcs_server")
-            spec = StoreSpec(gcs=GcsStore(bucket=gcs.create_bucket(bucket), endpoint=gcs.endpoint))
-            return open_store(spec, credentials=None)
-        if kind == "azure":
-            az: AzuriteServer = request.getfixturevalue("azurite_server")
-            spec = StoreSpec(azure=AzureStore(container=az.create_container(bucket), endpoint=az.endpoint))
-            return open_store(spec, credentials=AzureCredentials(az.account_name, az.account_key))
-        return open_store(StoreSpec(local=LocalStore(str(tmp_path / bucket))), credentials=None)
-
-    return make
 
 
 async def backup_in(store: ObjectStore, key: str, size: int) -> str:

@@ -8,6 +8,7 @@ import pytest
 from actors.backup.health import BackupReport, backup_condition
 from actors.backup.locks import held_note, lock_days, split_locked
 from actors.backup.retention import BackupRecord, expired
+from actors.cluster_context import ServiceReports
 from actors.errors import StoreError
 from actors.model import BackupSpec, BackupStatus, ImmutableSpec, LastBackup, LocalStore, S3Store, StoreSpec
 from actors.schedule import due, latest_slot, next_slot, valid_schedule
@@ -117,6 +118,22 @@ def test_a_failing_second_site_turns_backup_health_false_by_name_and_held_backup
     assert held.status == "True" and held.message.endswith(
         "2 backups kept past retention in s3 bucket 'x': locked until T"
     )
+
+
+def test_a_failing_copy_of_delta_chunks_is_a_failing_second_site_while_backups_stay_current():
+    reports = ServiceReports()
+    reports.backup = report(completed=at(6))
+    assert condition(reports.backup_report()).reason == "BackupsCurrent"
+    reports.deltas_second_site = "delta chunks to the second store s3 bucket 'dr': no such bucket"
+    failing = condition(reports.backup_report())
+    assert (failing.status, failing.reason) == ("False", "SecondSiteFailing")
+    assert "delta chunks" in failing.message and "s3 bucket 'dr'" in failing.message
+    # Both the snapshots' copy and the chunks' failing: both named.
+    reports.backup = attrs.evolve(reports.backup, second_site="the second store s3 bucket 'dr': refused")
+    assert "refused" in condition(reports.backup_report()).message
+    assert "delta chunks" in condition(reports.backup_report()).message
+    reports.deltas_second_site = ""  # caught up
+    assert reports.backup_report() is reports.backup
 
 
 def test_immutable_needs_a_store_that_locks():
