@@ -15,6 +15,7 @@ from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
 from supervisor import pki
 from supervisor.etcd import EtcdClient, TlsFiles
 from tests.chaos.lifecycle import LocalSupervisor, is_healthy, open_local_supervisor
+from tests.harness.poll import eventually
 from tests.harness.procs import etcd_pids_under
 from tests.harness.served_cert import served_certificate
 
@@ -75,6 +76,10 @@ async def put_and_get(urls: list[str], tls: TlsFiles, key: bytes) -> bytes | Non
         await etcd.aclose()
 
 
+def failures(sup: LocalSupervisor) -> list[str]:
+    return [message for _, reason, message in sup.recorder.events if reason == "CertificatesRenewalFailed"]
+
+
 async def record_pids(sup: LocalSupervisor, ref: ClusterRef, seen: dict[str, set[int]]) -> None:
     """Every process id each member had, as the status shows them: how many times each restarted."""
     while True:
@@ -129,11 +134,34 @@ async def test_a_users_directory_serves_its_renewal_rolls_out_and_a_broken_one_i
         status = await sup.wait_for(DEMO.ref, lambda s: condition(s)[0] == "False", timeout=30)
         assert "peer.key is not the key of peer.crt" in condition(status)[1]
         assert str(source) in condition(status)[1]
-        failures = [msg for r, reason, msg in sup.recorder.events if reason == "CertificatesRenewalFailed"]
-        assert failures and "peer.key is not the key of peer.crt" in failures[0]
+        assert any("peer.key is not the key of peer.crt" in message for message in failures(sup))
         await trio.sleep(3)
         status = sup.recorder.statuses[DEMO.ref]
         assert is_healthy(status, 3) and {m.name: m.pid for m in status.members} == pids
         assert await put_and_get(urls, tls, b"still") == b"served on the user's certificates"
         assert served_serials(status, tls) == ({serial(renewed["server"])}, {serial(renewed["peer"])})
+    assert etcd_pids_under(tmp_path) == []
+
+
+async def test_a_directory_broken_from_the_start_starts_no_member_until_it_is_fixed(tmp_path):
+    secrets = tmp_path / "secrets"
+    ca = pki.new_ca("user ca", now=dt.datetime.now(dt.UTC), lifetime=10 * LIFE)
+    good = write_leaves(secrets / "my-tls", ca)
+    (secrets / "my-tls" / "client.key").unlink()
+    async with open_local_supervisor(tmp_path / "state", secrets_dir=secrets) as sup:
+        await sup.fleet.apply([DEMO])
+        # No copy was ever made, so there is nothing to report dates of (status.tls, the
+        # condition): the refusal is the warning Event, and the seed's start waits.
+        refusal = f"secretRef: {secrets / 'my-tls'}: missing client.key"
+        await eventually(lambda: failures(sup), lambda found: refusal in found, within=30)
+        await trio.sleep(3)
+        assert etcd_pids_under(tmp_path) == []  # no member runs on half the user's material
+        assert not (tmp_path / "state" / "default" / "demo" / "tls" / "ca.key").exists()
+
+        (secrets / "my-tls" / "client.key").write_bytes(good["client"].key_pem())
+        status = await sup.wait_for(
+            DEMO.ref, lambda s: is_healthy(s, 3) and condition(s)[0] == "True", timeout=90
+        )
+        tls = sup.runtime.client_tls_files(DEMO.ref)
+        assert served_serials(status, tls) == ({serial(good["server"])}, {serial(good["peer"])})
     assert etcd_pids_under(tmp_path) == []
