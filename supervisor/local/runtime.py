@@ -361,7 +361,7 @@ class LocalRuntime:
             if not byo_tls.is_brought(layout.tls_dir):
                 raise StepFailed(
                     f"spec.security.tls.secretRef ({launch.spec.tls_secret}): no usable copy of it yet"
-                    " (see the CertificatesValid condition)"
+                    " (the CertificatesRenewalFailed Event says what is wrong with it)"
                 )
             return byo_tls.files(layout.tls_dir, brought_tls.SERVER), byo_tls.files(
                 layout.tls_dir, brought_tls.PEER
