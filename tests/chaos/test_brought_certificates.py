@@ -15,7 +15,6 @@ from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
 from supervisor import pki
 from supervisor.etcd import EtcdClient, TlsFiles
 from tests.chaos.lifecycle import LocalSupervisor, is_healthy, open_local_supervisor
-from tests.harness.poll import eventually
 from tests.harness.procs import etcd_pids_under
 from tests.harness.served_cert import served_certificate
 
@@ -150,10 +149,11 @@ async def test_a_directory_broken_from_the_start_starts_no_member_until_it_is_fi
     (secrets / "my-tls" / "client.key").unlink()
     async with open_local_supervisor(tmp_path / "state", secrets_dir=secrets) as sup:
         await sup.fleet.apply([DEMO])
-        # No copy was ever made, so there is nothing to report dates of (status.tls, the
-        # condition): the refusal is the warning Event, and the seed's start waits.
+        # No copy was ever made: no dates to report (status.tls), the refusal said all the same.
         refusal = f"secretRef: {secrets / 'my-tls'}: missing client.key"
-        await eventually(lambda: failures(sup), lambda found: refusal in found, within=30)
+        status = await sup.wait_for(DEMO.ref, lambda s: condition(s)[0] == "False", timeout=30)
+        assert condition(status)[1] == refusal and status.tls is None
+        assert refusal in failures(sup)
         await trio.sleep(3)
         assert etcd_pids_under(tmp_path) == []  # no member runs on half the user's material
         assert not (tmp_path / "state" / "default" / "demo" / "tls" / "ca.key").exists()
