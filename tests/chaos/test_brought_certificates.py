@@ -165,3 +165,31 @@ async def test_a_directory_broken_from_the_start_starts_no_member_until_it_is_fi
         tls = sup.runtime.client_tls_files(DEMO.ref)
         assert served_serials(status, tls) == ({serial(good["server"])}, {serial(good["peer"])})
     assert etcd_pids_under(tmp_path) == []
+
+
+async def test_a_new_supervisor_keeps_the_members_running_on_the_users_certificates(tmp_path):
+    # The copy, its trust digest and the members' command lines are the same for the next
+    # supervisor: nothing to roll, no restart.
+    secrets = tmp_path / "secrets"
+    first = write_leaves(
+        secrets / "my-tls", pki.new_ca("user ca", now=dt.datetime.now(dt.UTC), lifetime=LIFE)
+    )
+    async with open_local_supervisor(
+        tmp_path / "state", secrets_dir=secrets, leave_members_running=True
+    ) as sup:
+        await sup.fleet.apply([DEMO])
+        status = await sup.wait_for(
+            DEMO.ref, lambda s: is_healthy(s, 3) and condition(s)[0] == "True", timeout=90
+        )
+        pids = {m.name: m.pid for m in status.members}
+    async with open_local_supervisor(tmp_path / "state", secrets_dir=secrets) as sup:
+        await sup.fleet.apply([DEMO])
+        status = await sup.wait_for(
+            DEMO.ref, lambda s: is_healthy(s, 3) and condition(s)[0] == "True", timeout=60
+        )
+        await trio.sleep(3)
+        status = sup.recorder.statuses[DEMO.ref]
+        assert {m.name: m.pid for m in status.members} == pids
+        tls = sup.runtime.client_tls_files(DEMO.ref)
+        assert served_serials(status, tls) == ({serial(first["server"])}, {serial(first["peer"])})
+    assert etcd_pids_under(tmp_path) == []
