@@ -82,7 +82,7 @@ def assess(
         # change: the version shown stays until one is known, rather than flickering to "".
         version=cluster_version(statuses, observed) or previous_version,
         db_size=largest_db_size(statuses),
-        tls=tls_status(tls_report) if tls_report else None,
+        tls=tls_status(tls_report) if tls_report and tls_report.state else None,
     )
 
 

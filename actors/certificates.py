@@ -67,7 +67,9 @@ class TlsReport:
     """What the renewal child last saw, for assess(): the store's state, why the last renewal
     failed ("" when it did not), and the last renewal it made."""
 
-    state: CertificateState
+    # None only for certificates the user brings that were never usable (no copy yet): then
+    # there is a failure to say and no dates to report.
+    state: CertificateState | None
     failure: str = ""
     last_rotation: LastRotation | None = None
     # The user's Secret (spec.security.tls.secretRef) the certificates come from; "" when the
@@ -112,6 +114,7 @@ def tls_status(report: TlsReport) -> TlsStatus:
     supervisor just restarted), it is read from the certificates themselves: the newest leaf,
     when signed well after its CA (a member added later counts too: a bound, not a record)."""
     state = report.state
+    assert state is not None, "status.tls is made from a report with certificates"
     earliest = state.earliest_leaf()
     newest = max((c.issued_at for c in state.leaves), default=state.ca.issued_at)
     candidates = [report.last_rotation]
@@ -134,6 +137,8 @@ def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float
     if report.source:
         return _brought_condition(report, spec, now)
     state = report.state
+    if state is None:  # the renewal child reports generated certificates once it read them
+        return Condition(CONDITION, "False", "RenewalFailed", report.failure or "no certificates read yet")
     expired = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after <= now)
     if expired:
         what = ", ".join(expired)
@@ -156,9 +161,9 @@ def _brought_condition(report: TlsReport, spec: CertificatesSpec, now: float) ->
     """Certificates the user brings: theirs to renew; said when unusable, expired or expiring
     within renewBefore (a third of the default validity: 30 days)."""
     where = f"Secret {report.source}"
-    if report.failure:
-        return Condition(CONDITION, "False", "SecretInvalid", report.failure)
     state = report.state
+    if report.failure or state is None:
+        return Condition(CONDITION, "False", "SecretInvalid", report.failure or f"no usable copy of {where}")
     expired = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after <= now)
     if expired:
         what = ", ".join(expired)

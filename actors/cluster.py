@@ -255,7 +255,7 @@ class ClusterActor(Actor[ClusterMessage]):
         child last read (members started with other material are rolled: a CA rotation)."""
         config = self._ports.runtime.member_config(spec)
         report = self._reports.tls
-        if report is None or not spec.tls_enabled:
+        if report is None or report.state is None or not spec.tls_enabled:
             return config
         return attrs.evolve(config, trust=report.state.trust, rotating_ca=rotating(report.state))
 

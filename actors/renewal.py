@@ -109,7 +109,7 @@ class Renewal:
             failure = str(e)
             await self._refused(failure)
         state = await self._store.read(self._context.ref)
-        if state is not None:
+        if state is not None or failure:  # never usable yet: the failure is said all the same
             self._report(TlsReport(state, failure, source=source))
         return RETRY_AFTER if failure else BROUGHT_LOOK
 

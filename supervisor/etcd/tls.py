@@ -54,10 +54,18 @@ class FollowingContext:
 
     def __init__(self, tls: TlsFiles, alpn: str = "h2") -> None:
         self._tls = tls
-        self._context = tls.ssl_context()
-        self._context.set_alpn_protocols([alpn])
-        self._pair_stamp = _stat(tls.cert_file)
+        # Files not there yet (certificates the user brings, copied once their directory is
+        # usable: supervisor/local/byo_tls.py) are loaded by current() when they appear; until
+        # then the context trusts nothing and presents nothing, so no handshake succeeds.
         self._ca_stamp = _stat(tls.ca_file)
+        self._pair_stamp = _stat(tls.cert_file) if _stat(tls.key_file) is not None else None
+        if tls.ca_file is not None and self._ca_stamp is None:
+            self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # not the system's CAs either
+        else:
+            self._context = attrs.evolve(tls, cert_file=None, key_file=None).ssl_context()
+        if self._pair_stamp is not None and tls.cert_file is not None and tls.key_file is not None:
+            self._context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+        self._context.set_alpn_protocols([alpn])
 
     def current(self) -> ssl.SSLContext:
         ca_stamp = _stat(self._tls.ca_file)

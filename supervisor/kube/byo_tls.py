@@ -1,13 +1,12 @@
 """Certificates the user brings (spec.security.tls.secretRef) on Kubernetes.
 
-The user's Secret holds ca.crt (one CA, or a bundle while they rotate theirs), server.crt/key
-(etcd's client listener), peer.crt/key (its peer listener, also presented to peers, so it needs
-both serverAuth and clientAuth) and client.crt/key (the operator's identity). The operator checks
-it and copies it into the cluster's own <cluster>-tls Secret under the names everything else
-reads (members mount it, the operator's client files and the snapshot pods come from it): one
-place where the material in use lives, whichever its source. A copy that changes carries a new
-trust digest (certificates.trust_of), so the members are restarted one at a time to take it.
-Nothing is generated, renewed or rotated here: that is the user's; what expires is reported.
+The user's Secret holds the files supervisor/brought_tls.py names and checks (ca.crt and the
+server, peer and client pairs). The operator copies it into the cluster's own <cluster>-tls
+Secret under the names everything else reads (members mount it, the operator's client files and
+the snapshot pods come from it): one place where the material in use lives, whichever its
+source. A copy that changes carries a new trust digest (certificates.trust_of), so the members
+are restarted one at a time to take it. Nothing is generated, renewed or rotated here: that is
+the user's; what expires is reported.
 """
 
 from __future__ import annotations
@@ -17,69 +16,41 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import ExtendedKeyUsageOID
-
 from actors.errors import CertificatesRefused
 from actors.model import ClusterRef
-from supervisor import pki
+from supervisor import brought_tls
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
 
-PEER_CERT = "peer.crt"
-PEER_KEY = "peer.key"
+PEER_CERT = brought_tls.PEER_CERT
+PEER_KEY = brought_tls.PEER_KEY
 # The user's key -> the key of the copy.
 COPIED = {
-    m.TLS_CA_CERT: m.TLS_CA_CERT,
-    "server.crt": m.TLS_CERT,
-    "server.key": m.TLS_KEY,
+    brought_tls.CA_CERT: m.TLS_CA_CERT,
+    brought_tls.SERVER_CERT: m.TLS_CERT,
+    brought_tls.SERVER_KEY: m.TLS_KEY,
     PEER_CERT: PEER_CERT,
     PEER_KEY: PEER_KEY,
-    m.TLS_CLIENT_CERT: m.TLS_CLIENT_CERT,
-    m.TLS_CLIENT_KEY: m.TLS_CLIENT_KEY,
+    brought_tls.CLIENT_CERT: m.TLS_CLIENT_CERT,
+    brought_tls.CLIENT_KEY: m.TLS_CLIENT_KEY,
 }
-PAIRS = (("server.crt", "server.key"), (PEER_CERT, PEER_KEY), (m.TLS_CLIENT_CERT, m.TLS_CLIENT_KEY))
 # Annotation of the copy: the Secret it was copied from.
 ANNOTATION_SOURCE = "etcd.io/tls-source"
 
 
 def problems(data: Mapping[str, str], *, now: dt.datetime) -> list[str]:
-    """What is wrong with the user's Secret data (base64 values), each naming its key."""
-    missing = [key for key in COPIED if key not in data]
-    if missing:
-        return [f"missing {', '.join(missing)}"]
+    """What is wrong with the user's Secret data (base64 values), each naming its key
+    (supervisor/brought_tls.py's rules)."""
     try:
-        cas = pki.load_bundle(_pem(data, m.TLS_CA_CERT))
+        pems = {key: base64.b64decode(value) for key, value in data.items() if key in COPIED}
     except ValueError as e:
-        return [f"{m.TLS_CA_CERT}: not PEM certificates ({e})"]
-    found = []
-    for cert_key, key_key in PAIRS:
-        found += _pair_problems(data, cert_key, key_key, cas, now)
-    if not found and not _usages(_cert(data, PEER_CERT)) >= {"serverAuth", "clientAuth"}:
-        found.append(f"{PEER_CERT}: needs both serverAuth and clientAuth (etcd presents it to its peers)")
-    return found
+        return [f"not base64 ({e})"]
+    return brought_tls.problems(pems, now=now)
 
 
-def _pair_problems(
-    data: Mapping[str, str], cert_key: str, key_key: str, cas: list[x509.Certificate], now: dt.datetime
-) -> list[str]:
-    try:
-        cert = _cert(data, cert_key)
-    except ValueError as e:
-        return [f"{cert_key}: not a PEM certificate ({e})"]
-    try:
-        key = serialization.load_pem_private_key(_pem(data, key_key), password=None)
-    except (ValueError, TypeError) as e:
-        return [f"{key_key}: not a PEM private key without a password ({e})"]
-    out = []
-    if _spki(key.public_key()) != _spki(cert.public_key()):
-        out.append(f"{key_key} is not the key of {cert_key}")
-    if not any(pki.signed_by(cert, ca) for ca in cas):
-        out.append(f"{cert_key} is not signed by a CA in {m.TLS_CA_CERT}")
-    if cert.not_valid_after_utc <= now:
-        out.append(f"{cert_key} expired at {cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}")
-    return out
+def brought_pems(copy: Mapping[str, str]) -> dict[str, bytes]:
+    """The copy's data (base64, the cluster's names) as the user's files (PEM, their names)."""
+    return {theirs: base64.b64decode(copy[ours]) for theirs, ours in COPIED.items()}
 
 
 def copied(data: Mapping[str, str]) -> dict[str, str]:
@@ -128,26 +99,3 @@ async def _get(client: KubeClient, ref: ClusterRef, name: str) -> Mapping[str, A
 
 def _path(ref: ClusterRef, name: str) -> str:
     return m.core_path(ref.namespace, "secrets", name)
-
-
-def _pem(data: Mapping[str, str], key: str) -> bytes:
-    return base64.b64decode(data[key])
-
-
-def _cert(data: Mapping[str, str], key: str) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(_pem(data, key))
-
-
-def _usages(cert: x509.Certificate) -> set[str]:
-    try:
-        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    except x509.ExtensionNotFound:
-        return {"serverAuth", "clientAuth"}  # no restriction: any use
-    names = {ExtendedKeyUsageOID.SERVER_AUTH: "serverAuth", ExtendedKeyUsageOID.CLIENT_AUTH: "clientAuth"}
-    return {names[u] for u in usages if u in names}
-
-
-def _spki(public_key: Any) -> bytes:
-    return public_key.public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )

@@ -23,12 +23,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-
-from actors.certificates import Certificate, CertificateState, RotationRecord
+from actors.certificates import CertificateState, RotationRecord
 from actors.errors import CertificatesRefused
 from actors.model import ClusterRef
-from supervisor import ca_material, pki
+from supervisor import brought_tls, ca_material, pki
 from supervisor.kube import byo_tls
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
@@ -58,7 +56,7 @@ class KubeCertificates(MaterialStore):
             return None
         try:
             if m.TLS_CA_KEY not in (secret.get("data") or {}):
-                return _brought_state(secret.get("data") or {})
+                return brought_tls.state(byo_tls.brought_pems(secret.get("data") or {}))
             return ca_material.state(_material(secret), _record(secret))
         except (KeyError, ValueError) as e:
             raise CertificatesRefused(f"Secret {_name(cluster)}: unreadable certificate {e}") from e
@@ -177,26 +175,8 @@ def _b64(pem: bytes) -> str:
 def trust_of(data: Mapping[str, str]) -> str:
     """The trust digest of a TLS Secret's data: what a pod made now trusts and presents. For
     generated material pki.trust_digest (a leaf renewal changes nothing: etcd reloads leaves);
-    for a copy of the user's Secret (no CA key) every certificate counts: any change of theirs
-    is rolled out."""
+    for a copy of the user's Secret (no CA key) brought_tls.trust: any change of theirs is
+    rolled out."""
     if m.TLS_CA_KEY in data:
         return pki.trust_digest(_pem(data, m.TLS_CA_CERT), _pem(data, m.TLS_CA_KEY))
-    return pki.content_digest(*(_pem(data, key) for key in (m.TLS_CA_CERT, m.TLS_CERT, byo_tls.PEER_CERT)))
-
-
-def _brought_state(data: Mapping[str, str]) -> CertificateState:
-    """The copy of the user's Secret as the child reports it: the CA that expires first, and
-    the three leaves; nothing pending, nothing recorded (rotations are the user's)."""
-    cas = pki.load_bundle(_pem(data, m.TLS_CA_CERT))
-    first = min(cas, key=lambda c: c.not_valid_after_utc)
-    leaves = {"server": m.TLS_CERT, "peer": byo_tls.PEER_CERT, "client": m.TLS_CLIENT_CERT}
-    return CertificateState(
-        Certificate("ca", *pki.dates(first)),
-        tuple(Certificate(name, *pki.dates(_cert(data, key))) for name, key in leaves.items()),
-        trusted=len(cas),
-        trust=trust_of(data),
-    )
-
-
-def _cert(data: Mapping[str, str], key: str) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(_pem(data, key))
+    return brought_tls.trust(byo_tls.brought_pems(data))

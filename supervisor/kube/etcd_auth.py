@@ -15,7 +15,7 @@ from typing import Any
 from actors.auth_plan import AuthState, AuthStep
 from actors.errors import EtcdUnavailable
 from actors.model import CertificatesSpec, ClusterRef, UserSpec
-from supervisor import ca_material, pki
+from supervisor import brought_tls, ca_material, pki
 from supervisor.etcd import EtcdClient
 from supervisor.etcd.admin import translated
 from supervisor.etcd.auth_store import apply_step, read_auth
@@ -79,10 +79,7 @@ class KubeEtcdAuth:
             return False
         cluster_tls = await self._secret(m.tls_secret_name(self._ref)) or {}
         if not cluster_tls.get(m.TLS_CA_KEY):
-            raise EtcdUnavailable(
-                f"spec.security.auth.users[{user.name}].clientCertSecret: the cluster's CA key is not the"
-                " supervisor's (certificates brought with secretRef): it cannot sign users' certificates"
-            )
+            raise EtcdUnavailable(brought_tls.no_signer(user.name))
         bundle = _pem(cluster_tls, m.TLS_CA_CERT)
         signer = ca_material.Material(bundle, _pem(cluster_tls, m.TLS_CA_KEY), {}).signer()
         life = dt.timedelta(seconds=certificates.validity_seconds)

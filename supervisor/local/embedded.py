@@ -119,7 +119,7 @@ async def open_local_supervisor(
     recorder as the sinks. `stores`: where restores come from, `keys` their decryption keys
     (backups are the caller's `children`, at the pace it sets); `wrap`: a test's variant of the
     platform (faults); `leave_members_running`: etcd keeps serving after it, for the next one to adopt;
-    `secrets_dir`: where Secrets named by a spec are directories (spec.adopt's)."""
+    `secrets_dir`: where Secrets named by a spec are directories (spec.adopt's, secretRef's)."""
     recorder = Recorder()
     async with (
         open_asyncio_loop(),
@@ -134,7 +134,7 @@ async def open_local_supervisor(
             recorder,
             local_admins(runtime, timing, secrets_dir=secrets_dir),
             restorer,
-            certificates=runtime.certificates(),
+            certificates=runtime.certificates(secrets_dir),
             auth_for=local_auth(runtime, timing, secrets_dir=secrets_dir or state_dir),
         )
         async with open_supervisor(

@@ -13,10 +13,11 @@ from pathlib import Path
 from actors.auth_plan import AuthState, AuthStep
 from actors.errors import EtcdUnavailable
 from actors.model import CertificatesSpec, ClusterRef, UserSpec
-from supervisor import pki
+from supervisor import brought_tls, pki
 from supervisor.etcd import EtcdClient
 from supervisor.etcd.admin import translated
 from supervisor.etcd.auth_store import apply_step, read_auth
+from supervisor.local import byo_tls
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.tls import ensure_ca, ensure_leaf
 from supervisor.stores.credentials import parse_key_values
@@ -69,6 +70,8 @@ class LocalEtcdAuth:
             cert.read_bytes(), certificates.renew_before_seconds, dt.datetime.now(dt.UTC)
         ):
             return False
+        if byo_tls.is_brought(cluster.tls_dir):
+            raise EtcdUnavailable(brought_tls.no_signer(user.name))
         cert.unlink(missing_ok=True)  # ensure_leaf makes a pair only where none is
         ca = ensure_ca(
             cluster.tls_dir, common_name=f"etcd-supervisor CA {self._ref}", certificates=certificates

@@ -38,9 +38,12 @@ def etcd_argv(
     member: MemberLayout,
     tls: TlsFiles | None,
     *,
+    peer_tls: TlsFiles | None = None,
     metrics_port: int | None = None,
 ) -> list[str]:
-    """metrics_port: etcd's /metrics and /health on plain HTTP there (loopback), even with TLS on."""
+    """metrics_port: etcd's /metrics and /health on plain HTTP there (loopback), even with TLS on.
+    `tls` serves the client listener and, unless `peer_tls` is given (the user's peer pair,
+    secretRef), the peer listener too: generated member certificates serve both roles."""
     _check_scheme(launch, tls is not None)
     peer, client = launch.urls.peer_url, launch.urls.client_url
     argv = [
@@ -61,14 +64,15 @@ def etcd_argv(
     if metrics_port is not None:
         argv.append(f"--listen-metrics-urls=http://127.0.0.1:{metrics_port}")
     if tls is not None:
+        peer_tls = peer_tls or tls
         argv += [
             f"--cert-file={tls.cert_file}",
             f"--key-file={tls.key_file}",
             f"--trusted-ca-file={tls.ca_file}",
             "--client-cert-auth=true",
-            f"--peer-cert-file={tls.cert_file}",
-            f"--peer-key-file={tls.key_file}",
-            f"--peer-trusted-ca-file={tls.ca_file}",
+            f"--peer-cert-file={peer_tls.cert_file}",
+            f"--peer-key-file={peer_tls.key_file}",
+            f"--peer-trusted-ca-file={peer_tls.ca_file}",
             "--peer-client-cert-auth=true",
         ]
     return argv

@@ -187,6 +187,15 @@ def forget_process(layout: MemberLayout) -> None:
             pass
 
 
+def write_file_atomically(path: Path, content: bytes, *, mode: int) -> None:
+    # Written aside, then renamed over: a reader opens the old file or the new one, never half.
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(content)
+    os.replace(tmp, path)
+
+
 def write_json_atomically(path: Path, data: Any) -> None:
     """Readers see the old file or the new one, never a torn write."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,17 +3,20 @@ admin per cluster, stores with the daemon's credentials, backups verified in scr
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from actors.cluster_context import Timing
+from actors.errors import CertificatesRefused
 from actors.model import AdoptSpec, ClusterRef, ClusterResource
 from actors.platform import AdminFactory, Platform
 from actors.ports import AuthFactory, ClusterSinks, EtcdAdmin
 from supervisor.adopted_ca import AdoptionRefused, adopted_ca
 from supervisor.etcd.admin import EtcdAdminAdapter
+from supervisor.local import byo_tls
 from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.backups import LocalKeyFiles, local_store_opener, local_stores, verifiers_or_warn
 from supervisor.local.etcd_auth import LocalEtcdAuth
@@ -46,7 +49,7 @@ def local_platform(
         keys=keys,
         verifier=verifiers_or_warn(runtime, scratch_dir),
         requests=requests,
-        certificates=runtime.certificates(),
+        certificates=runtime.certificates(manifest_dir),
         auth_for=local_auth(runtime, timing, secrets_dir=manifest_dir),
     )
 
@@ -54,14 +57,23 @@ def local_platform(
 def local_admins(runtime: LocalRuntime, timing: Timing, *, secrets_dir: Path | None = None) -> AdminFactory:
     """Each cluster's own etcd admin, with TLS from the cluster's client certificate when TLS is on.
 
-    `secrets_dir`: where a Secret named in a spec is a directory of files (spec.adopt's); an
-    adopting TLS cluster's CA is the old cluster's, seeded from there before any is made."""
+    `secrets_dir`: where a Secret named in a spec is a directory of files (spec.adopt's,
+    secretRef's); an adopting TLS cluster's CA is the old cluster's, seeded from there before any
+    is made; certificates the user brings are copied from there before the first member starts
+    (then followed by the certificates child)."""
 
     def admin_for(resource: ClusterResource) -> EtcdAdmin:
         spec = resource.spec
         if spec.tls_enabled and spec.adopt is not None and secrets_dir is not None:
             _seed_adopted_ca(runtime, resource.ref, spec.adopt, secrets_dir)
-        tls = runtime.client_tls_files(resource.ref, spec.certificates) if spec.tls_enabled else None
+        if spec.tls_secret and secrets_dir is not None:
+            _copy_brought_tls(runtime, resource.ref, secrets_dir / spec.tls_secret)
+        brought = bool(spec.tls_secret)
+        tls = (
+            runtime.client_tls_files(resource.ref, spec.certificates, brought=brought)
+            if spec.tls_enabled
+            else None
+        )
         return EtcdAdminAdapter(tls=tls, call_timeout=timing.call_timeout)
 
     return admin_for
@@ -83,6 +95,15 @@ def _seed_adopted_ca(runtime: LocalRuntime, ref: ClusterRef, adopt: AdoptSpec, s
         )
         return
     runtime.seed_ca(ref, ca)
+
+
+def _copy_brought_tls(runtime: LocalRuntime, ref: ClusterRef, source: Path) -> None:
+    try:
+        byo_tls.sync_copy(source, runtime.layout.cluster(ref).tls_dir, now=dt.datetime.now(dt.UTC))
+    except CertificatesRefused as e:
+        # Reported by the certificates child (CertificatesValid, an Event), which retries; the
+        # members wait for a usable copy (LocalRuntime._member_tls).
+        log.warning("cluster %s: %s", ref, e)
 
 
 def _secret(secrets_dir: Path, name: str | None) -> dict[str, bytes]:

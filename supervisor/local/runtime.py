@@ -38,10 +38,10 @@ from actors.model import (
 )
 from actors.pod_template import kubernetes_only
 from actors.ports import MemberChanged, MemberRuntime
-from supervisor import pki
+from supervisor import brought_tls, pki
 from supervisor.etcd.member_settings import config_fingerprint
 from supervisor.etcd.tls import TlsFiles
-from supervisor.local import processes
+from supervisor.local import byo_tls, processes
 from supervisor.local.etcd_builds import EtcdBuilds, default_root
 from supervisor.local.etcd_command import etcd_argv, etcd_env
 from supervisor.local.etcd_log import last_error_line
@@ -152,12 +152,18 @@ class LocalRuntime:
         """The default version's etcd (what backups verify with); may not exist yet."""
         return self.builds.directory(DEFAULT_VERSION) / "etcd"
 
-    def client_tls_files(self, cluster: ClusterRef, certificates: CertificatesSpec | None = None) -> TlsFiles:
+    def client_tls_files(
+        self, cluster: ClusterRef, certificates: CertificatesSpec | None = None, *, brought: bool = False
+    ) -> TlsFiles:
         """CA, client cert and key for talking to a TLS cluster's members.
 
-        Created on first call, so the daemon can build its etcd client before any member starts.
+        Created on first call, so the daemon can build its etcd client before any member starts;
+        for certificates the user brings (`brought`, or a copy of theirs already there) the
+        copy's client.crt/key, which may not be there yet.
         """
         layout = self._layout.cluster(cluster)
+        if brought or byo_tls.is_brought(layout.tls_dir):
+            return byo_tls.files(layout.tls_dir, brought_tls.CLIENT)  # the user's: never made here
         certificates = certificates or CertificatesSpec()
         ca = ensure_ca(layout.tls_dir, common_name=f"etcd-supervisor CA {cluster}", certificates=certificates)
         return ensure_leaf(
@@ -177,9 +183,10 @@ class LocalRuntime:
         """The CA of a cluster being adopted, before client_tls_files would make one of its own."""
         seed_ca(self._layout.cluster(cluster).tls_dir, ca)
 
-    def certificates(self) -> LocalCertificates:
-        """The CertificateStore over this runtime's clusters (for the renewal child)."""
-        return LocalCertificates(self._layout.state_dir)
+    def certificates(self, secrets_dir: Path | None = None) -> LocalCertificates:
+        """The CertificateStore over this runtime's clusters (for the renewal child);
+        `secrets_dir`: where secretRef's directories are."""
+        return LocalCertificates(self._layout.state_dir, secrets_dir=secrets_dir)
 
     def member_dir(self, cluster: ClusterRef, name: str) -> Path:
         return self._layout.member(cluster, name).root
@@ -227,13 +234,13 @@ class LocalRuntime:
         launch, binary = self._runnable(launch, stored)
         # The actors' launch is the truth about addresses; the version and configuration are
         # what this start runs with.
-        tls = self._member_tls(launch) if launch.spec.tls_enabled else None
+        tls, peer_tls = self._member_tls(launch) if launch.spec.tls_enabled else (None, None)
         trust = trust_of(self._layout.cluster(launch.cluster).tls_dir) if tls is not None else ""
         fresh = StoredMember(
             launch.name, launch.urls, metrics_port, launch.spec.version, self._fingerprint(launch.spec), trust
         )
         write_json_atomically(member.member_file, fresh.to_dict())
-        argv = etcd_argv(binary, launch, member, tls, metrics_port=metrics_port)
+        argv = etcd_argv(binary, launch, member, tls, peer_tls=peer_tls, metrics_port=metrics_port)
         member.data_dir.mkdir(parents=True, exist_ok=True)
         member.data_dir.chmod(0o700)  # etcd warns and tightens it otherwise
         process = processes.spawn_member(argv, log_file=member.log_file, cwd=member.root, env=etcd_env())
@@ -346,14 +353,25 @@ class LocalRuntime:
             trust=stored.trust,
         )
 
-    def _member_tls(self, launch: MemberLaunch) -> TlsFiles:
+    def _member_tls(self, launch: MemberLaunch) -> tuple[TlsFiles, TlsFiles | None]:
+        """The client listener's files and, for certificates the user brings, the peer
+        listener's (else the member's own pair serves both)."""
         layout = self._layout.cluster(launch.cluster)
+        if launch.spec.tls_secret:
+            if not byo_tls.is_brought(layout.tls_dir):
+                raise StepFailed(
+                    f"spec.security.tls.secretRef ({launch.spec.tls_secret}): no usable copy of it yet"
+                    " (the CertificatesRenewalFailed Event says what is wrong with it)"
+                )
+            return byo_tls.files(layout.tls_dir, brought_tls.SERVER), byo_tls.files(
+                layout.tls_dir, brought_tls.PEER
+            )
         certificates = launch.spec.certificates
         ca = ensure_ca(
             layout.tls_dir, common_name=f"etcd-supervisor CA {launch.cluster}", certificates=certificates
         )
         member = layout.member(launch.name)
-        return ensure_leaf(
+        own = ensure_leaf(
             ca,
             member.tls_dir,
             stem=MEMBER_STEM,
@@ -361,6 +379,7 @@ class LocalRuntime:
             server=True,
             certificates=certificates,
         )
+        return own, None
 
     async def _watch_process(self, key: _MemberKey, proc: _Process) -> None:
         async with trio.open_nursery() as nursery:

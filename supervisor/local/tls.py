@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,9 +19,10 @@ import trio
 from actors.certificates import CertificateState, RotationRecord
 from actors.errors import CertificatesRefused
 from actors.model import CertificatesSpec, ClusterRef
-from supervisor import ca_material, pki
+from supervisor import brought_tls, ca_material, pki
 from supervisor.etcd.tls import TlsFiles
-from supervisor.local.layout import ClusterLayout, StateLayout
+from supervisor.local import byo_tls
+from supervisor.local.layout import ClusterLayout, StateLayout, write_file_atomically
 from supervisor.material_store import MaterialStore
 
 CLIENT = "client"  # the daemon's own client identity, in the cluster's tls/ directory
@@ -34,6 +34,8 @@ def ensure_ca(tls_dir: Path, *, common_name: str, certificates: CertificatesSpec
     ca = TlsFiles(tls_dir / "ca.crt", tls_dir / "ca.crt", tls_dir / "ca.key")
     if all(path.exists() for path in ca.pair()):
         return ca
+    if byo_tls.is_brought(tls_dir):  # a new CA here would replace the user's bundle
+        raise CertificatesRefused(f"{tls_dir} holds certificates brought with secretRef: no CA is made there")
     lifetime = datetime.timedelta(seconds=certificates.ca_validity_seconds)
     _write_pair(ca, pki.new_ca(common_name, now=_now(), lifetime=lifetime))
     return ca
@@ -88,17 +90,22 @@ class LocalCertificates(MaterialStore):
     never change), and `local env`'s paths stay the same.
     """
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, secrets_dir: Path | None = None) -> None:
         self._layout = StateLayout(state_dir)
+        self._secrets_dir = secrets_dir  # where secretRef's directories are (the manifest's)
 
     async def read(self, cluster: ClusterRef) -> CertificateState | None:
         return await trio.to_thread.run_sync(self._read, self._layout.cluster(cluster))
 
     async def follow_source(self, cluster: ClusterRef, source: str) -> None:
-        raise CertificatesRefused(
-            f"secretRef ({source}) is not supported by the local runtime yet: this cluster runs on"
-            " certificates the supervisor generates"
-        )
+        """Certificates the user brings: copy <secrets dir>/<source>/ when it changed
+        (supervisor/local/byo_tls.py)."""
+        if self._secrets_dir is None:
+            raise CertificatesRefused(
+                f"secretRef ({source}): this supervisor has no directory of Secrets (the manifest's)"
+            )
+        source_dir, tls_dir = self._secrets_dir / source, self._layout.cluster(cluster).tls_dir
+        await trio.to_thread.run_sync(lambda: byo_tls.sync_copy(source_dir, tls_dir, now=_now()))
 
     async def write_record(self, cluster: ClusterRef, record: RotationRecord) -> None:
         layout = self._layout.cluster(cluster)
@@ -129,8 +136,10 @@ class LocalCertificates(MaterialStore):
         if not (layout.tls_dir / ca_material.CA_CERT).exists():
             return None
         try:
+            if byo_tls.is_brought(layout.tls_dir):
+                return brought_tls.state(byo_tls.read(layout.tls_dir))
             return ca_material.state(_material(layout), _read_record(layout))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, KeyError) as e:
             raise CertificatesRefused(f"cannot read the certificates of {layout.root}: {e}") from e
 
 
@@ -153,17 +162,17 @@ def _write_material(layout: ClusterLayout, before: ca_material.Material, after: 
     """Write what changed, in the resumable order (see LocalCertificates)."""
     tls = layout.tls_dir
     if after.next_key is not None and after.next_key != before.next_key:
-        _write_file(tls / ca_material.NEXT_KEY, after.next_key, mode=0o600)
+        write_file_atomically(tls / ca_material.NEXT_KEY, after.next_key, mode=0o600)
     if after.next_cert is not None and after.next_cert != before.next_cert:
-        _write_file(tls / ca_material.NEXT_CERT, after.next_cert, mode=0o644)
+        write_file_atomically(tls / ca_material.NEXT_CERT, after.next_cert, mode=0o644)
     paths = _leaves(layout)
     for name, pem in after.leaves.items():
         if pem != before.leaves.get(name):
-            _write_file(paths[name], pem, mode=0o644)
+            write_file_atomically(paths[name], pem, mode=0o644)
     if after.signer_key != before.signer_key:
-        _write_file(tls / ca_material.CA_KEY, after.signer_key, mode=0o600)
+        write_file_atomically(tls / ca_material.CA_KEY, after.signer_key, mode=0o600)
     if after.bundle != before.bundle:
-        _write_file(tls / ca_material.CA_CERT, after.bundle, mode=0o644)
+        write_file_atomically(tls / ca_material.CA_CERT, after.bundle, mode=0o644)
     if after.next_key is None:
         for name in _NEXT:
             (tls / name).unlink(missing_ok=True)
@@ -190,7 +199,7 @@ def _write_record(layout: ClusterLayout, record: RotationRecord) -> None:
         "begunAt": record.begun_at,
         "completedAt": record.completed_at,
     }
-    _write_file(layout.tls_dir / RECORD_FILE, json.dumps(data).encode(), mode=0o644)
+    write_file_atomically(layout.tls_dir / RECORD_FILE, json.dumps(data).encode(), mode=0o644)
 
 
 def _leaves(layout: ClusterLayout) -> dict[str, Path]:
@@ -207,8 +216,10 @@ def _leaves(layout: ClusterLayout) -> dict[str, Path]:
 
 
 def trust_of(tls_dir: Path) -> str:
-    """The trust digest of a cluster's CA material now (pki.trust_digest): what a member
-    started now trusts and is signed by."""
+    """The trust digest of a cluster's material now: what a member started now trusts and is
+    signed by (pki.trust_digest), or presents too for a copy of the user's (brought_tls.trust)."""
+    if byo_tls.is_brought(tls_dir):
+        return brought_tls.trust(byo_tls.read(tls_dir))
     return pki.trust_digest(
         (tls_dir / ca_material.CA_CERT).read_bytes(), (tls_dir / ca_material.CA_KEY).read_bytes()
     )
@@ -224,17 +235,8 @@ def _write_pair(files: TlsFiles, pair: pki.KeyPair) -> None:
     cert, key = files.pair()
     cert.parent.mkdir(parents=True, exist_ok=True)
     # Key first, and only readable by us; the cert's presence is what marks the pair complete.
-    _write_file(key, pair.key_pem(), mode=0o600)
-    _write_file(cert, pair.cert_pem(), mode=0o644)
-
-
-def _write_file(path: Path, content: bytes, *, mode: int) -> None:
-    # Written aside, then renamed over: a reader opens the old file or the new one, never half.
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(content)
-    os.replace(tmp, path)
+    write_file_atomically(key, pair.key_pem(), mode=0o600)
+    write_file_atomically(cert, pair.cert_pem(), mode=0o644)
 
 
 def _now() -> datetime.datetime:

@@ -12,6 +12,7 @@ import attrs
 import pytest
 from cryptography import x509
 
+from actors.errors import EtcdUnavailable
 from supervisor import pki
 from supervisor.etcd import EtcdTlsError, TlsFiles, open_etcd_client
 from supervisor.etcd.addresses import KNOWN, UNADDRESSED
@@ -132,6 +133,30 @@ async def test_a_client_presents_its_renewed_certificate_without_being_reopened(
         os.replace(aside, cert)
         await client.put(b"/tls/renewed", b"v")
         assert await client.get(b"/tls/renewed") == b"v"
+
+
+async def test_a_client_made_before_its_files_exist_takes_them_when_they_appear(
+    cluster: EtcdCluster, asyncio_loop: None, tmp_path: Path
+) -> None:
+    """Certificates the user brings are copied only once their directory is usable
+    (supervisor/local/byo_tls.py), after the cluster's admin was made: until then it trusts
+    nothing (not the system's CAs) and presents nothing; then it connects without being remade."""
+    files = cluster.tls
+    assert files is not None
+    tls = TlsFiles(
+        ca_file=tmp_path / "ca.crt", cert_file=tmp_path / "client.crt", key_file=tmp_path / "client.key"
+    )
+    admin = EtcdAdminAdapter(tls=tls, call_timeout=5)
+    try:
+        with pytest.raises(EtcdUnavailable, match="TLS handshake failed"):
+            await admin.member_list(cluster.endpoints)
+        for source, target in ((files.client_key, tls.key_file), (files.client_cert, tls.cert_file)):
+            assert target is not None
+            target.write_bytes(source.read_bytes())
+        (tmp_path / "ca.crt").write_bytes(files.ca.read_bytes())
+        assert len(await admin.member_list(cluster.endpoints)) == 1
+    finally:
+        await admin.aclose()
 
 
 async def test_a_member_name_no_dns_answers_is_dialed_at_the_address_the_runtime_knows(

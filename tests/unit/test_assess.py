@@ -171,6 +171,20 @@ def test_a_tls_cluster_shows_its_certificates_and_whether_they_are_valid():
     plain = with_tls(ClusterSpec(size=3, tls_enabled=False))
     assert plain.tls is None and "CertificatesValid" not in {c.type for c in plain.conditions}
 
+    # Certificates the user brings, never usable yet: the refusal is said, no dates shown.
+    never = TlsReport(None, failure="secretRef: my-tls: missing peer.key", source="my-tls")
+    brought = assess(
+        ClusterSpec(size=3, tls_secret="my-tls"),
+        observed(*cluster(3)),
+        previous=Phase.RUNNING,
+        generation=1,
+        step=None,
+        now=50.0,
+        tls=never,
+    )
+    said = {c.type: c for c in brought.conditions}["CertificatesValid"]
+    assert brought.tls is None and (said.reason, said.message) == ("SecretInvalid", never.failure)
+
 
 def test_a_cluster_version_unknown_for_a_moment_keeps_the_one_shown():
     # Mid-rollout, under load: the leader's answer is stale and a restarting member has no
