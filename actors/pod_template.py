@@ -63,4 +63,11 @@ def owned_annotation(key: str) -> bool:
 def kubernetes_only(spec: ClusterSpec) -> tuple[str, ...]:
     """The fields of `spec` that are set and apply on Kubernetes only: a runtime without pods
     accepts them and reports them as ignored (MemberConfig.ignored, the condition SpecIgnored)."""
-    return ("spec.podTemplate",) if spec.pod_template.is_set else ()
+    fields = {
+        "spec.podTemplate": spec.pod_template.is_set,
+        # A process has no requests or limits, no storage class, no sidecar.
+        "spec.resources": bool(spec.resources.requests or spec.resources.limits),
+        "spec.storage.storageClassName": spec.storage.storage_class_name is not None,
+        "spec.debug.networkSidecar": spec.debug_sidecar,
+    }
+    return tuple(name for name, is_set in fields.items() if is_set)

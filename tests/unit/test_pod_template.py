@@ -377,6 +377,21 @@ def test_the_condition_names_what_the_runtime_ignores() -> None:
     assert ignored_condition(observed(MemberConfig("f"))) is None
 
 
+def test_resources_a_storage_class_and_the_sidecar_are_kubernetes_only_too() -> None:
+    from actors.model import ResourceSpec, StorageSpec
+
+    spec = ClusterSpec(
+        resources=ResourceSpec(requests={"cpu": "100m"}),
+        storage=StorageSpec(storage_class_name="fast"),
+        debug_sidecar=True,
+    )
+    assert kubernetes_only(spec) == (
+        "spec.resources",
+        "spec.storage.storageClassName",
+        "spec.debug.networkSidecar",
+    )
+
+
 # --- the CRD ---------------------------------------------------------------------------------------
 
 
