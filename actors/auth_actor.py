@@ -1,12 +1,13 @@
 """The auth child: a per-cluster actor that keeps etcd's users and roles as spec.security.auth
 says (actors/auth_plan.py decides the steps) and the users' client certificates issued.
 
-It acts only on a cluster with a healthy quorum, not hibernated nor suspended, and looks after
-each cluster actor's look and at least every LOOK seconds. Each look that changes something is
-an Event `AuthReconciled` naming the steps; a refusal is a warning `AuthReconcileFailed` (once
-per streak) and is tried again at the next look. Users and roles are etcd's, not membership:
-this child changes them itself, beside the cluster actor's steps, as the certificates child
-renews certificates.
+It acts only on a cluster with a healthy quorum, not hibernated nor suspended. It looks again
+when what is wanted changes (spec.security.auth, the certificates' lives, suspend, hibernate),
+at the cluster actor's next look after one that could not go through, and at least every LOOK
+seconds. Each look that changes something is an Event `AuthReconciled` naming the steps; a
+refusal is a warning `AuthReconcileFailed` (once per streak) and is tried again at the next look.
+Users and roles are etcd's, not membership: this child changes them itself, beside the cluster
+actor's steps, as the certificates child renews certificates.
 """
 
 from __future__ import annotations
@@ -30,16 +31,30 @@ class AuthReconciler:
 
     async def run(self) -> None:
         while True:
-            await self.once()
+            settled = await self.once()
             with trio.move_on_after(LOOK):
-                await self._context.feed.wait_next()
+                await self._until_worth_a_look(settled)
 
-    async def once(self) -> None:
+    async def _until_worth_a_look(self, settled: bool) -> None:
+        """After a look that went through, until what is wanted changes: reading every user and
+        role costs two etcd calls each, too many to repeat at every look of the cluster actor.
+        After one that could not (no quorum yet, a refusal), at the cluster actor's next look."""
+        wanted = self._wanted()
+        await self._context.feed.wait_next()
+        while settled and self._wanted() == wanted:
+            await self._context.feed.wait_next()
+
+    def _wanted(self) -> object:
+        resource = self._context.desired().resource
+        return resource.spec.auth, resource.spec.certificates, resource.suspended, resource.spec.hibernate
+
+    async def once(self) -> bool:
+        """One look; True when it went through (etcd holds what the spec says)."""
         resource = self._context.desired().resource
         spec = resource.spec
         observed = self._context.feed.latest
         if resource.suspended or spec.hibernate or observed is None or not observed.has_quorum():
-            return
+            return False
         try:
             endpoints = observed.endpoints()
             steps = auth_steps(spec.auth, await self._auth.read(endpoints))
@@ -57,13 +72,14 @@ class AuthReconciler:
                     "AuthReconcileFailed", f"users and roles not reconciled: {e}", warning=True
                 )
             self._failing = True
-            return
+            return False
         self._failing = False
         done = [step.describe() for step in steps] + [
             f"client certificate issued to {name}" for name in issued
         ]
         if done:
             await self._record("AuthReconciled", "; ".join(done))
+        return True
 
     async def _record(self, reason: str, message: str, *, warning: bool = False) -> None:
         await self._context.ports.events.record(
