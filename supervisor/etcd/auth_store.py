@@ -4,10 +4,12 @@ where the client's certificate, users' passwords and users' certificates live.""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import abc
+from collections.abc import Awaitable, Callable, Sequence
 
 from actors.auth_plan import AuthState, AuthStep, Op
 from actors.model import PermissionType
+from supervisor.etcd.admin import translated
 from supervisor.etcd.client import EtcdClient
 from supervisor.etcd.records import PermissionKind
 
@@ -57,3 +59,28 @@ async def apply_step(etcd: EtcdClient, step: AuthStep, passwords: Passwords) -> 
             await etcd.auth_enable()
         case Op.AUTH_DISABLE:
             await etcd.auth_disable()
+
+
+class ClientAuth(abc.ABC):
+    """EtcdAuth's read and apply, for a mode's adapter that says how it opens an etcd client with
+    the supervisor's identity and where a user's password comes from."""
+
+    @abc.abstractmethod
+    async def _etcd(self, endpoints: Sequence[str]) -> EtcdClient: ...
+
+    @abc.abstractmethod
+    async def _password(self, secret: str) -> str: ...
+
+    async def read(self, endpoints: Sequence[str]) -> AuthState:
+        etcd = await self._etcd(endpoints)
+        try:
+            return await translated(lambda: read_auth(etcd))
+        finally:
+            await etcd.aclose()
+
+    async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
+        etcd = await self._etcd(endpoints)
+        try:
+            await translated(lambda: apply_step(etcd, step, self._password))
+        finally:
+            await etcd.aclose()

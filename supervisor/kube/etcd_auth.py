@@ -12,13 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from actors.auth_plan import AuthState, AuthStep
 from actors.errors import EtcdUnavailable
 from actors.model import CertificatesSpec, ClusterRef, UserSpec
 from supervisor import brought_tls, ca_material, pki
 from supervisor.etcd import EtcdClient
-from supervisor.etcd.admin import translated
-from supervisor.etcd.auth_store import apply_step, read_auth
+from supervisor.etcd.auth_store import ClientAuth
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.secret_tls import write_client_tls
@@ -27,7 +25,7 @@ PASSWORD_KEY = "password"
 CERT, KEY = "tls.crt", "tls.key"
 
 
-class KubeEtcdAuth:
+class KubeEtcdAuth(ClientAuth):
     def __init__(
         self,
         client: KubeClient,
@@ -46,20 +44,6 @@ class KubeEtcdAuth:
     async def _etcd(self, endpoints: Sequence[str]) -> EtcdClient:
         tls = await write_client_tls(self._client, self._ref, self._files_dir)
         return EtcdClient(list(endpoints), tls=tls, call_timeout=self._call_timeout)
-
-    async def read(self, endpoints: Sequence[str]) -> AuthState:
-        etcd = await self._etcd(endpoints)
-        try:
-            return await translated(lambda: read_auth(etcd))
-        finally:
-            await etcd.aclose()
-
-    async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
-        etcd = await self._etcd(endpoints)
-        try:
-            await translated(lambda: apply_step(etcd, step, self._password))
-        finally:
-            await etcd.aclose()
 
     async def _password(self, secret: str) -> str:
         data = await self._secret(secret) or {}

@@ -10,13 +10,11 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from actors.auth_plan import AuthState, AuthStep
 from actors.errors import EtcdUnavailable
 from actors.model import CertificatesSpec, ClusterRef, UserSpec
 from supervisor import brought_tls, pki
 from supervisor.etcd import EtcdClient
-from supervisor.etcd.admin import translated
-from supervisor.etcd.auth_store import apply_step, read_auth
+from supervisor.etcd.auth_store import ClientAuth
 from supervisor.local import byo_tls
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.tls import ensure_ca, ensure_leaf
@@ -25,7 +23,7 @@ from supervisor.stores.credentials import parse_key_values
 PASSWORD_KEY = "password"
 
 
-class LocalEtcdAuth:
+class LocalEtcdAuth(ClientAuth):
     def __init__(
         self, runtime: LocalRuntime, ref: ClusterRef, *, secrets_dir: Path, call_timeout: float
     ) -> None:
@@ -34,23 +32,9 @@ class LocalEtcdAuth:
         self._secrets_dir = secrets_dir
         self._call_timeout = call_timeout
 
-    def _client(self, endpoints: Sequence[str]) -> EtcdClient:
+    async def _etcd(self, endpoints: Sequence[str]) -> EtcdClient:
         tls = self._runtime.client_tls_files(self._ref)
         return EtcdClient(list(endpoints), tls=tls, call_timeout=self._call_timeout)
-
-    async def read(self, endpoints: Sequence[str]) -> AuthState:
-        etcd = self._client(endpoints)
-        try:
-            return await translated(lambda: read_auth(etcd))
-        finally:
-            await etcd.aclose()
-
-    async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
-        etcd = self._client(endpoints)
-        try:
-            await translated(lambda: apply_step(etcd, step, self._password))
-        finally:
-            await etcd.aclose()
 
     async def _password(self, secret: str) -> str:
         path = self._secrets_dir / secret
