@@ -52,12 +52,14 @@ class ClusterObject:
     first_data: Callable[[m.Owner], Mapping[str, str]] | None = None
 
 
-def peer_service() -> ClusterObject:
+def peer_service(*, warm_records: bool = True) -> ClusterObject:
+    """`warm_records`: warm pods are published too (manifests.peer_service; peer_records.py
+    says when an existing cluster's Service may be switched to that)."""
     # clusterIP is immutable ("None": headless) and not corrected; its type follows from it.
     return ClusterObject(
         "peer Service",
         lambda ns: m.core_path(ns, "services"),
-        m.peer_service,
+        lambda owner: m.peer_service(owner, warm_records=warm_records),
         owned=("selector", "ports", "publishNotReadyAddresses"),
     )
 
@@ -106,10 +108,12 @@ def cluster_objects(
     cluster_domain: str,
     now: Callable[[], dt.datetime],
     min_available: int | None = None,
+    warm_records: bool = True,
 ) -> Sequence[ClusterObject]:
     """The objects a cluster of this spec has besides its members; `min_available` is the
-    disruption budget's, from the membership last read (None: not read yet)."""
-    out = [peer_service(), client_service(), disruption_budget(min_available)]
+    disruption budget's, from the membership last read (None: not read yet); `warm_records`
+    the peer Service's (peer_service)."""
+    out = [peer_service(warm_records=warm_records), client_service(), disruption_budget(min_available)]
     if spec.tls_enabled and not spec.tls_secret:  # a user's Secret is copied by byo_tls instead
         out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
     return out

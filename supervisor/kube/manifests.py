@@ -43,6 +43,9 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_MEMBER = "etcd.io/member"
+# Carried by member pods and by warm pods (the members to come): the peer Service publishes the
+# DNS records of the pods that carry it (peer_service says why warm pods are among them).
+LABEL_PEER_RECORD = "etcd.io/peer-record"
 COMPONENT_MEMBER = "member"
 
 ANNOTATION_PEER_URL = "etcd.io/peer-url"
@@ -185,6 +188,11 @@ def member_labels(ref: ClusterRef, member: str) -> dict[str, str]:
     return {**member_selector(ref), LABEL_MEMBER: member}
 
 
+def peer_record_selector(ref: ClusterRef) -> dict[str, str]:
+    """The pods the peer Service publishes: members and warm pods (peer_service)."""
+    return {**cluster_labels(ref), LABEL_PEER_RECORD: "true"}
+
+
 def label_selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
@@ -217,12 +225,22 @@ def _metadata(
 # --- per cluster --------------------------------------------------------------------------------
 
 
-def peer_service(owner: Owner) -> Obj:
+def peer_service(owner: Owner, *, warm_records: bool = True) -> Obj:
     """Headless: one DNS record per member pod, published before the pod is ready.
 
     Without publishNotReadyAddresses a new cluster deadlocks: a pod gets its record only once
     ready, and etcd becomes ready only after resolving its peers' records.
+
+    Warm pods (warm_members.py: the pods of the members to come, made ahead under the member's
+    name) are published too (`warm_records`): etcd's leader looks a new learner's name up the
+    moment the learner is added, and a DNS that keeps denials (NodeLocal DNSCache keeps
+    NXDOMAIN 5 s for cluster.local) would otherwise answer that lookup with the denial it
+    cached before the member's pod was selected, for every member added. With the warm pod
+    published, the name resolves (to that very pod, which becomes the member) before anyone
+    asks. False selects member pods only, as operators before the peer-record label did: used
+    until every member pod of an existing cluster carries the label (peer_records.py).
     """
+    selector = peer_record_selector(owner.ref) if warm_records else member_selector(owner.ref)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -230,7 +248,7 @@ def peer_service(owner: Owner) -> Obj:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": member_selector(owner.ref),
+            "selector": selector,
             "ports": [
                 {"name": "peer", "port": PEER_PORT, "targetPort": PEER_PORT, "protocol": "TCP"},
                 {"name": "client", "port": CLIENT_PORT, "targetPort": CLIENT_PORT, "protocol": "TCP"},
@@ -602,7 +620,11 @@ def member_pod(
         "metadata": _metadata(
             owner,
             launch.name,
-            {**member_labels(ref, launch.name), VOTER_LABEL: VOTER if voter else NOT_VOTER},
+            {
+                **member_labels(ref, launch.name),
+                LABEL_PEER_RECORD: "true",
+                VOTER_LABEL: VOTER if voter else NOT_VOTER,
+            },
             annotations,
         ),
         "spec": pod_spec,

@@ -43,6 +43,7 @@ from supervisor.kube.certificates import trust_of
 from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
 from supervisor.kube.cluster_objects import ClusterObject, cluster_objects, ensure
 from supervisor.kube.finalizer import ClusterGone, add_finalizer, release_finalizer
+from supervisor.kube.peer_records import PeerRecords
 from supervisor.kube.pods import (
     being_deleted,
     claim_has_data,
@@ -155,6 +156,8 @@ class KubeRuntime:
         self._subscribers = MemberSubscribers()
         # The disruption budget each cluster's admin last wrote (voter_labels.py).
         self.voter_budgets = VoterBudgets()
+        # Which clusters' member pods all carry the peer Service's label (peer_records.py).
+        self._peer_records = PeerRecords(client)
         # Nodes that stranded a member of the cluster (node name -> trio time): its new pods
         # are kept off them for a while (LOST_NODE_AVOIDANCE).
         self._lost_nodes: dict[ClusterRef, dict[str, float]] = {}
@@ -191,6 +194,7 @@ class KubeRuntime:
             cluster_domain=self.cluster_domain,
             now=self._now,
             min_available=self.voter_budgets.min_available(owner.ref),
+            warm_records=await self._peer_records.all_labelled(owner),
         )
         async with trio.open_nursery() as nursery:
             for component in objects:

@@ -65,8 +65,16 @@ def _warm_labels(ref: ClusterRef, member: str) -> dict[str, str]:
 
 
 def adoption_patch(ref: ClusterRef, member: str) -> Obj:
-    """The merge patch that makes a warm pod or claim the member's own."""
+    """The merge patch that makes a warm claim the member's own."""
     return {"metadata": {"labels": {**m.member_labels(ref, member), LABEL_WARM: None}}}
+
+
+def pod_adoption_patch(ref: ClusterRef, member: str) -> Obj:
+    """The merge patch that makes a warm pod the member's own: the peer record is set too, as
+    a warm pod an earlier operator made has none."""
+    patch = adoption_patch(ref, member)
+    patch["metadata"]["labels"][m.LABEL_PEER_RECORD] = "true"
+    return patch
 
 
 def is_warm(obj: Mapping[str, Any]) -> bool:
@@ -126,7 +134,9 @@ def warm_pod(owner: m.Owner, member_pod: Obj, *, helper_image: str, token: str) 
     pod = copy.deepcopy(member_pod)
     # The user's labels (spec.podTemplate) stay: adoption only relabels the supervisor's own.
     users = {k: v for k, v in member_pod["metadata"]["labels"].items() if not owned_label(k)}
-    pod["metadata"]["labels"] = {**users, **_warm_labels(owner.ref, name)}
+    # The peer record: the member's name resolves to this pod before the member is added
+    # (manifests.peer_service says why).
+    pod["metadata"]["labels"] = {**users, **_warm_labels(owner.ref, name), m.LABEL_PEER_RECORD: "true"}
     pod["metadata"]["annotations"][ANNOTATION_WARM_FOR] = member_pod_digest(member_pod)
     spec = pod["spec"]
     # kubectl exec and logs go to etcd, not to the first container, unless told otherwise.

@@ -104,7 +104,7 @@ class WarmPods:
         if not warm.made_for(pod, wanted):
             return False
         path = m.core_path(launch.cluster.namespace, "pods", launch.name)
-        pod = await self._client.merge_patch(path, warm.adoption_patch(launch.cluster, launch.name))
+        pod = await self._client.merge_patch(path, warm.pod_adoption_patch(launch.cluster, launch.name))
         gate = await self._gate_when_listening(path, pod)
         if gate is None or not await open_gate(*gate):
             return False

@@ -132,7 +132,8 @@ def twin_members(namespace: str, version: str, *, tls: bool) -> list[dict[str, A
     spec = parse_spec(etcd_cluster(ref.name, version, tls=tls)["spec"])
     urls = {n: m.member_urls(ref, n, tls=tls) for n in STATIC_NAMES}
     members = tuple((n, u.peer_url) for n, u in urls.items())
-    objects = [m.peer_service(owner)]
+    # Members only (no warm pods here): the selector _unowned recognises as the members'.
+    objects = [m.peer_service(owner, warm_records=False)]
     if tls:
         material = generate_cluster_tls(ref, now=dt.datetime.now(dt.UTC))
         objects.append(m.tls_secret(owner, material.secret_data()))

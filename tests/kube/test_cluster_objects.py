@@ -16,7 +16,7 @@ from supervisor.kube import manifests as m
 from supervisor.kube.runtime import KubeRuntime
 from tests.harness.kube import KubeAPIServer
 from tests.kube.clients import clients
-from tests.kube.test_runtime import create_cluster
+from tests.kube.test_runtime import create_cluster, launch_for
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ async def test_hand_edits_of_the_owned_fields_are_undone_and_others_kept(
         peer, client = await admin.get(peer_path), await admin.get(client_path)
         budget, secret = await admin.get(budget_path), await admin.get(secret_path)
         assert peer["spec"]["publishNotReadyAddresses"] is True
-        assert peer["spec"]["selector"] == m.member_selector(ref)
+        assert peer["spec"]["selector"] == m.peer_record_selector(ref)
         assert peer["metadata"]["labels"] == {**m.cluster_labels(ref), "team": "storage"}
         assert "publishNotReadyAddresses" not in client["spec"]
         assert client["spec"]["clusterIP"] == client_ip
@@ -126,3 +126,36 @@ async def test_hand_edits_of_the_owned_fields_are_undone_and_others_kept(
 
 def _never() -> Any:
     raise AssertionError("the TLS Secret exists: no certificates are made")
+
+
+async def test_member_pods_of_an_earlier_operator_are_labelled_before_the_peer_service_moves(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """An operator before the peer-record label left a peer Service over member pods only, and
+    member pods without the label. The Service may select by the label (and so publish warm
+    pods too) only once every member pod carries it, or a member's DNS record would vanish
+    under its peers: the runtime labels them first (nothing else of the pods changes), then
+    moves the Service."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "older")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        cluster = await create_cluster(admin, ns, "older")
+        owner = m.Owner(ref, cluster["metadata"]["uid"])
+        await admin.create(m.core_path(ns, "services"), m.peer_service(owner, warm_records=False))
+        old_pods = ("older-0", "older-1")
+        for name in old_pods:
+            urls = m.member_urls(ref, name, tls=False)
+            pod = m.member_pod(owner, launch_for(ref, name, urls, ClusterSpec()))
+            del pod["metadata"]["labels"][m.LABEL_PEER_RECORD]
+            await admin.create(m.core_path(ns, "pods"), pod)
+        specs = {n: (await admin.get(m.core_path(ns, "pods", n)))["spec"] for n in old_pods}
+
+        await KubeRuntime(op).allocate_member(ref, "older-2", ClusterSpec())
+
+        service = await admin.get(m.core_path(ns, "services", m.peer_service_name(ref)))
+        selector = service["spec"]["selector"]
+        assert selector == m.peer_record_selector(ref)
+        for name in old_pods:
+            pod = await admin.get(m.core_path(ns, "pods", name))
+            assert selector.items() <= pod["metadata"]["labels"].items(), name
+            assert pod["spec"] == specs[name]

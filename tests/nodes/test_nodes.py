@@ -11,8 +11,6 @@ required anti-affinity, serves the network tests.
 from __future__ import annotations
 
 import json
-import socket
-import struct
 import subprocess
 import time
 import urllib.request
@@ -23,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from tests.harness.dns_query import NOERROR, NXDOMAIN, dns_query
 from tests.harness.images import BUSYBOX_IMAGE
-from tests.harness.nodes import DNS_SERVICE_IP, HOST_IP, Nodes
+from tests.harness.nodes import DNS_SERVICE_IP, Nodes
 from tests.harness.poll import until
 
 pytestmark = pytest.mark.slow
@@ -164,31 +163,9 @@ def test_spread_pods_reach_each_other_by_ip_service_and_name(
     assert getent.stdout.split()[:1] == [service_ip], getent
 
 
-def _dns_query(name: str, port: int = 53) -> tuple[int, int | None]:
-    """(rcode, TTL of the first answer) for an A query to the nodes' CoreDNS: a client that
-    caches nothing itself, so what comes back is the server's own (0 NOERROR, 3 NXDOMAIN)."""
-    qname = b"".join(bytes([len(part)]) + part.encode() for part in name.rstrip(".").split(".")) + b"\0"
-    query = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + qname + struct.pack("!HH", 1, 1)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.settimeout(2)
-        sock.sendto(query, (HOST_IP, port))
-        reply = sock.recv(4096)
-    flags, answers = struct.unpack("!H", reply[2:4])[0], struct.unpack("!H", reply[6:8])[0]
-    if not answers:
-        return flags & 0xF, None
-    at = 12 + len(qname) + 4  # past the header and the question: the answer's name
-    if reply[at] & 0xC0 == 0xC0:  # a pointer to the question's name
-        at += 2
-    else:  # the name in full (CoreDNS does not always compress)
-        while reply[at]:
-            at += 1 + reply[at]
-        at += 1
-    return flags & 0xF, struct.unpack("!I", reply[at + 4 : at + 8])[0]  # past type and class
-
-
 def _answered_after(began: float, name: str, port: int) -> float:
     """Seconds from ``began`` until the server at ``port`` answers ``name`` (polled every 0.1 s)."""
-    until(lambda: _dns_query(name, port)[0], accept=lambda rcode: rcode == 0, within=30, every=0.1)
+    until(lambda: dns_query(name, port).rcode, accept=lambda rcode: rcode == NOERROR, within=30, every=0.1)
     return time.monotonic() - began
 
 
@@ -202,7 +179,7 @@ def test_dns_answers_as_kubeadm_configures_it_and_a_negative_cache_delays(
     ns, variant = nodes_namespace, 5353
     three_nodes.start_coredns(variant, negative_cache_seconds=5)
     name = f"late.{ns}.svc.cluster.local"
-    assert _dns_query(name)[0] == _dns_query(name, variant)[0] == 3  # NXDOMAIN, now cached by the variant
+    assert dns_query(name).rcode == dns_query(name, variant).rcode == NXDOMAIN  # now cached by the variant
     three_nodes.kubectl("create", "service", "clusterip", "late", "--tcp=80:80", "-n", ns)
     began = time.monotonic()
     plain, cached = _answered_after(began, name, 53), _answered_after(began, name, variant)
@@ -211,7 +188,7 @@ def test_dns_answers_as_kubeadm_configures_it_and_a_negative_cache_delays(
     )
     assert plain < 2.5
     assert 2.5 < cached < 8
-    assert _dns_query(name)[1] == 30
+    assert dns_query(name).ttl == 30
 
 
 CLAIM = """

@@ -32,7 +32,7 @@ def test_owned_fields_are_set_back_and_the_api_servers_kept() -> None:
     fixed = objects.corrected(seen, service, objects.peer_service().owned, OWNER)
     assert fixed is not None
     assert fixed["spec"]["publishNotReadyAddresses"] is True
-    assert fixed["spec"]["selector"] == m.member_selector(OWNER.ref)
+    assert fixed["spec"]["selector"] == m.peer_record_selector(OWNER.ref)
     assert fixed["spec"]["sessionAffinity"] == "None"
     assert fixed["metadata"]["resourceVersion"] == "7"  # the update is a compare-and-swap
     assert fixed["metadata"]["labels"]["team"] == "storage"

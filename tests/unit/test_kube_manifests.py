@@ -95,8 +95,16 @@ def test_peer_service_is_headless_and_publishes_not_ready_addresses() -> None:
     assert svc["metadata"]["name"] == "main-peer"
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
-    assert svc["spec"]["selector"] == m.member_selector(REF)
     assert {p["port"] for p in svc["spec"]["ports"]} == {2379, 2380}
+
+
+def test_peer_service_publishes_member_pods_and_warm_pods_or_members_only_until_migrated() -> None:
+    selector = m.peer_service(OWNER)["spec"]["selector"]
+    assert selector == {**m.cluster_labels(REF), m.LABEL_PEER_RECORD: "true"}
+    member = m.member_pod(OWNER, launch(ClusterSpec()))
+    assert selector.items() <= member["metadata"]["labels"].items()
+    # What operators before the label selected, kept until every member pod carries it.
+    assert m.peer_service(OWNER, warm_records=False)["spec"]["selector"] == m.member_selector(REF)
 
 
 def test_client_service_only_routes_to_ready_members() -> None:

@@ -126,10 +126,16 @@ def test_a_warm_pod_is_the_members_pod_behind_a_gate_and_counts_for_nothing_unti
     assert member_ref(pod) is None
     labels = pod["metadata"]["labels"]
     assert any(labels.get(k) != v for k, v in m.member_selector(REF).items())
+    # ... but published by the peer Service: its member's name resolves before it is added.
+    assert m.peer_service(OWNER)["spec"]["selector"].items() <= labels.items()
     claim = warm.warm_claim(OWNER, ahead)
     assert member_ref(claim) is None and warm.is_warm(claim) and warm.is_warm(pod)
-    # ... until the adoption patch gives it the member's labels and drops the warm one.
-    patch = warm.adoption_patch(REF, "main-1")["metadata"]["labels"]
+    assert m.LABEL_PEER_RECORD not in claim["metadata"]["labels"]
+    # ... until the adoption patch gives it the member's labels and drops the warm one (and
+    # sets the peer record, which a warm pod of an earlier operator lacks).
+    patch = warm.pod_adoption_patch(REF, "main-1")["metadata"]["labels"]
+    assert patch[m.LABEL_PEER_RECORD] == "true"
+    assert m.LABEL_PEER_RECORD not in warm.adoption_patch(REF, "main-1")["metadata"]["labels"]
     assert member_ref({"metadata": {"namespace": REF.namespace, "labels": {**labels, **patch}}}) == (
         REF,
         "main-1",
