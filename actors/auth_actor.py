@@ -1,10 +1,15 @@
 """The auth child: a per-cluster actor that keeps etcd's users and roles as spec.security.auth
 says (actors/auth_plan.py decides the steps) and the users' client certificates issued.
 
-It acts only on a cluster with a healthy quorum, not hibernated nor suspended. It looks again
-when what is wanted changes (spec.security.auth, the certificates' lives, suspend, hibernate),
-at the cluster actor's next look after one that could not go through, and at least every LOOK
-seconds. Each look that changes something is an Event `AuthReconciled` naming the steps; a
+It acts only on a cluster with a healthy quorum, not hibernated nor suspended. It looks once
+at its start (so a cluster whose spec dropped auth is cleaned up), again when what is wanted
+changes (spec.security.auth, the certificates' lives, suspend, hibernate), at the cluster
+actor's next look after one that could not go through, and at least every LOOK seconds, to put
+back what was changed by hand and renew the users' certificates. Not that last while auth is
+unused (`auth_plan.unused`: the spec asks for nothing, and etcd was found with auth off and no
+user of the supervisor's): most clusters, which would otherwise be read (three calls) every
+LOOK for nothing; auth turned on by hand on such a cluster is then seen at the next look, not
+within LOOK. Each look that changes something is an Event `AuthReconciled` naming the steps; a
 refusal is a warning `AuthReconcileFailed` (once per streak) and is tried again at the next look.
 Users and roles are etcd's, not membership: this child changes them itself, beside the cluster
 actor's steps, as the certificates child renews certificates.
@@ -12,15 +17,26 @@ actor's steps, as the certificates child renews certificates.
 
 from __future__ import annotations
 
+import enum
+import math
+
 import trio
 
-from actors.auth_plan import auth_steps
+from actors.auth_plan import auth_steps, unused
 from actors.cluster_context import ChildFactory, ClusterContext
 from actors.errors import EtcdError
 from actors.ports import AuthFactory, EtcdAuth
 from supervisor.runtime import ChildSpec
 
 LOOK = 30.0  # a user's certificate nearing renewal, a user changed by hand: looked at this often
+
+
+class Look(enum.Enum):
+    """How a look ended, and so when the next one is due."""
+
+    FAILED = "could not go through"  # at the cluster actor's next look
+    KEPT = "etcd holds what the spec says"  # when what is wanted changes, or after LOOK
+    UNUSED = "auth neither wanted nor used"  # only when what is wanted changes
 
 
 class AuthReconciler:
@@ -31,9 +47,9 @@ class AuthReconciler:
 
     async def run(self) -> None:
         while True:
-            settled = await self.once()
-            with trio.move_on_after(LOOK):
-                await self._until_worth_a_look(settled)
+            look = await self.once()
+            with trio.move_on_after(math.inf if look is Look.UNUSED else LOOK):
+                await self._until_worth_a_look(settled=look is not Look.FAILED)
 
     async def _until_worth_a_look(self, settled: bool) -> None:
         """After a look that went through, until what is wanted changes: reading every user and
@@ -48,16 +64,17 @@ class AuthReconciler:
         resource = self._context.desired().resource
         return resource.spec.auth, resource.spec.certificates, resource.suspended, resource.spec.hibernate
 
-    async def once(self) -> bool:
-        """One look; True when it went through (etcd holds what the spec says)."""
+    async def once(self) -> Look:
+        """One look: FAILED, or KEPT (etcd holds what the spec says), or UNUSED."""
         resource = self._context.desired().resource
         spec = resource.spec
         observed = self._context.feed.latest
         if resource.suspended or spec.hibernate or observed is None or not observed.has_quorum():
-            return False
+            return Look.FAILED
         try:
             endpoints = observed.endpoints()
-            steps = auth_steps(spec.auth, await self._auth.read(endpoints))
+            state = await self._auth.read(endpoints)
+            steps = auth_steps(spec.auth, state)
             for step in steps:
                 await self._auth.apply(endpoints, step)
             issued = [
@@ -72,14 +89,14 @@ class AuthReconciler:
                     "AuthReconcileFailed", f"users and roles not reconciled: {e}", warning=True
                 )
             self._failing = True
-            return False
+            return Look.FAILED
         self._failing = False
         done = [step.describe() for step in steps] + [
             f"client certificate issued to {name}" for name in issued
         ]
         if done:
             await self._record("AuthReconciled", "; ".join(done))
-        return True
+        return Look.UNUSED if unused(spec.auth, state) else Look.KEPT
 
     async def _record(self, reason: str, message: str, *, warning: bool = False) -> None:
         await self._context.ports.events.record(

@@ -83,7 +83,7 @@ def prefix_end(prefix: bytes) -> bytes:
 
 def auth_steps(spec: AuthSpec, state: AuthState) -> list[AuthStep]:
     """Every step to make etcd hold what `spec` says, in an order etcd accepts; [] when it does."""
-    if not spec.enabled and not spec.users and not spec.roles and not _managed_users(state):
+    if _asks_nothing(spec) and not _managed_users(state):
         if state.enabled:
             return [AuthStep(Op.AUTH_DISABLE)]
         return []  # never used: nothing of the supervisor's is made
@@ -96,6 +96,18 @@ def auth_steps(spec: AuthSpec, state: AuthState) -> list[AuthStep]:
     if spec.enabled != state.enabled:
         steps.append(AuthStep(Op.AUTH_ENABLE if spec.enabled else Op.AUTH_DISABLE))
     return steps
+
+
+def unused(spec: AuthSpec, state: AuthState) -> bool:
+    """Auth neither wanted nor in use: the spec asks for nothing, and etcd has auth off and no
+    user the supervisor made. Nothing is to be done (`auth_steps` is []) and nothing of the
+    supervisor's can drift, so there is no need to read etcd again until the spec asks for
+    something."""
+    return _asks_nothing(spec) and not state.enabled and not _managed_users(state)
+
+
+def _asks_nothing(spec: AuthSpec) -> bool:
+    return not spec.enabled and not spec.users and not spec.roles
 
 
 def _own(state: AuthState) -> list[AuthStep]:

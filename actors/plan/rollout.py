@@ -9,7 +9,8 @@ answers asked after the previous step ended: an earlier answer may come from a r
 member's old process (which stays "healthy" for seconds) or name a leader since moved (which
 would move leadership again, and again). A member that does not come
 up with the new configuration therefore stops the rollout where it is (assess says why under
-the Upgrading condition); the members not yet restarted keep running what they ran.
+the Upgrading condition); the members not yet restarted keep running what they ran. The gate
+and the order are those of the storage replacements too (`turns.py`).
 
 Going back one minor (3.7 -> 3.6, 3.6 -> 3.5: etcd's downgrade API exists from 3.6 on) first
 asks etcd to lower the cluster version (its downgrade API: validate, then enable); the members
@@ -24,11 +25,7 @@ from __future__ import annotations
 from actors.actions import EnableDowngrade, MoveLeader, RollMember, Step, Wait
 from actors.model import ClusterSpec, EtcdMember
 from actors.observed import Observed
-from actors.plan.common import ordinal_of
-
-# A member counts as caught up when it has applied the leader's log up to this many entries;
-# under load the indices move between two probes, so equality would never be seen.
-CATCH_UP_SLACK = 1000
+from actors.plan.turns import Turn, next_turn, one_at_a_time
 
 
 def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
@@ -44,36 +41,14 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
     downgrade = _downgrade_first(spec, observed)
     if downgrade is not None:
         return downgrade
-    leader = observed.leader_id()
-    if leader is None:
-        return Wait("rolling restart waits for the members to agree on a leader")
-    stale = [m for m in observed.voters() if observed.name_of(m) in outdated]
-    followers = sorted((m for m in stale if m.id != leader), key=lambda m: -ordinal_of(observed, m))
-    if followers:
-        return _roll(observed, followers[0], spec)
-    if not stale:
-        return None  # only members etcd does not list (leftovers) differ: not ours to restart
-    current = stale[0]  # the leader, last
-    target = next((m for m in observed.healthy_voters() if observed.name_of(m) not in outdated), None)
-    if target is None:  # a one-member cluster: nobody to hand over to
-        return _roll(observed, current, spec)
-    reason = f"{current.name} leads and restarts last, for its new configuration"
-    return MoveLeader(target.name, target.id, reason=reason)
-
-
-def one_at_a_time(observed: Observed, what: str) -> Wait | None:
-    """Why the next member of a rollout (`what`: "rolling restart") must wait, or None when it
-    may go: every member healthy, each answered since the last step, none lagging behind."""
-    unhealthy = [observed.display_name(m) for m in observed.members if not observed.healthy(m)]
-    if unhealthy:
-        return Wait(f"{what} paused: {', '.join(sorted(unhealthy))} not healthy")
-    unconfirmed = sorted(observed.answered_before_step & set(observed.health))
-    if unconfirmed:
-        return Wait(f"{what} waits for {', '.join(unconfirmed)} to answer since the last step")
-    lagging = _lagging(observed)
-    if lagging:
-        return Wait(f"{what} waits for {', '.join(lagging)} to catch up")
-    return None
+    turn = next_turn(observed, outdated, "rolling restart")
+    if not isinstance(turn, Turn):
+        return turn  # no leader yet, or only members etcd does not list (leftovers) differ
+    successor = turn.successor
+    if not turn.leads or successor is None:  # a follower, or a one-member cluster's leader
+        return _roll(observed, turn.member, spec)
+    reason = f"{turn.member.name} leads and restarts last, for its new configuration"
+    return MoveLeader(successor.name, successor.id, reason=reason)
 
 
 def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:
@@ -108,9 +83,3 @@ def _downgrade_first(spec: ClusterSpec, observed: Observed) -> EnableDowngrade |
 def _minor(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
-
-
-def _lagging(observed: Observed) -> list[str]:
-    answers = {n: h for n, h in observed.health.items() if h is not None}
-    head = max((h.raft_index for h in answers.values()), default=0)
-    return sorted(n for n, h in answers.items() if h.raft_applied_index + CATCH_UP_SLACK < head)

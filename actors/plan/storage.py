@@ -5,10 +5,11 @@ A member's volume cannot change class, and not every class can grow, so the memb
 removed from etcd (and its pod and claim deleted), then the size planner adds a new learner,
 whose claim is made from the spec in force, and promotes it once caught up. Only then is the
 next one taken. Followers go first, the leader last, after leadership moved to a member already
-on the new storage. A removal waits until every member is healthy, answered since the last
-step and caught up (the rollout's gate), and is made only with a healthy quorum left, so a
-cluster of three never has fewer than two healthy voters. A one-member cluster is not touched:
-removing its member would lose its only copy (scale it to three first).
+on the new storage (the rollout's order, `turns.py`). A removal waits until every member is
+healthy, answered since the last step and caught up (the rollout's gate), and is made only with
+a healthy quorum left, so a cluster of three never has fewer than two healthy voters. A
+one-member cluster is not touched: removing its member would lose its only copy (scale it to
+three first).
 
 Sizes are compared as quantities (10Gi equals 10240Mi); a class is compared only when the spec
 names one (a claim without one gets the cluster's default class). Where volumes are unknown
@@ -23,8 +24,7 @@ from __future__ import annotations
 from actors.actions import MoveLeader, RemoveMember, Step, Wait
 from actors.model import ClusterSpec, StorageSpec, quantity_bytes
 from actors.observed import Observed
-from actors.plan.common import ordinal_of
-from actors.plan.rollout import one_at_a_time
+from actors.plan.turns import Turn, next_turn, one_at_a_time
 
 
 def differs(volume: StorageSpec, wanted: StorageSpec) -> bool:
@@ -55,20 +55,17 @@ def replace_storage(spec: ClusterSpec, observed: Observed) -> Step | None:
     gate = one_at_a_time(observed, "storage change")
     if gate is not None:
         return gate
-    leader = observed.leader_id()
-    if leader is None:
-        return Wait("storage change waits for the members to agree on a leader")
-    voters = [m for m in observed.voters() if observed.name_of(m) in stale]
-    if not voters:
-        return None  # only members etcd does not list (leftovers) differ: not ours to replace
-    victim = min(voters, key=lambda m: (m.id == leader, -ordinal_of(observed, m)))
+    turn = next_turn(observed, stale, "storage change")
+    if not isinstance(turn, Turn):
+        return turn  # no leader yet, or only members etcd does not list (leftovers) differ
+    victim = turn.member
     name = observed.name_of(victim)
-    if victim.id == leader:
-        target = next((m for m in observed.healthy_voters() if observed.name_of(m) not in stale), None)
-        if target is None:
+    if turn.leads:
+        successor = turn.successor
+        if successor is None:
             return Wait("storage change: no member on the new storage to move leadership to")
         reason = f"{name} leads and is replaced last, for its storage"
-        return MoveLeader(target.name, target.id, reason=reason)
+        return MoveLeader(successor.name, successor.id, reason=reason)
     if not observed.can_remove(victim):
         return Wait(f"storage change: removing {name} now would cost quorum")
     volume = stale[name]

@@ -13,6 +13,7 @@ from actors.auth_plan import (
     auth_steps,
     grant_of,
     prefix_end,
+    unused,
 )
 from actors.model import AuthSpec, Permission, PermissionType, RoleSpec, UserSpec
 
@@ -79,6 +80,19 @@ def test_a_cluster_without_auth_in_its_spec_is_never_touched():
     assert auth_steps(AuthSpec(), EMPTY) == []
     theirs = AuthState(True, {"root": frozenset({"root"}), "ops": frozenset({"root"})}, {"root": frozenset()})
     assert auth_steps(AuthSpec(), theirs) == [AuthStep(Op.AUTH_DISABLE)]  # spec says off
+
+
+def test_auth_is_unused_only_when_the_spec_asks_nothing_and_etcd_has_it_off_with_nothing_of_ours():
+    assert unused(AuthSpec(), EMPTY)
+    theirs = AuthState(False, {"ops": frozenset({"root"})}, {"root": frozenset()})
+    assert unused(AuthSpec(), theirs) and auth_steps(AuthSpec(), theirs) == []  # not ours, and off
+    assert not unused(AuthSpec(), AuthState(True, {}, {}))  # on: to be turned off
+    kept = apply(EMPTY, auth_steps(SPEC, EMPTY))
+    assert not unused(SPEC, kept) and not unused(SPEC, EMPTY)
+    dropped = AuthState(False, kept.users, kept.roles)  # auth off in the spec, our users still there
+    assert not unused(AuthSpec(), dropped)
+    assert unused(AuthSpec(), apply(dropped, auth_steps(AuthSpec(), dropped)))  # once cleaned up
+    assert not unused(AuthSpec(users=(APP,), roles=(APP_RW,)), EMPTY)  # users kept with auth off
 
 
 def test_users_and_roles_the_supervisor_did_not_make_are_left_alone():
