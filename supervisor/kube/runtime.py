@@ -251,6 +251,14 @@ class KubeRuntime:
             path = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
             await self._client.merge_patch(path, warm.adoption_patch(owner.ref, name))
 
+    async def prepare_member(self, launch: MemberLaunch) -> None:
+        """The new member's pod, behind its gate, until it has an address (warm_pods.py
+        announce): the peer Service publishes it, so the member's name resolves before etcd
+        hears of it. start_member then adopts it; without a helper image, nothing is made."""
+        owner, _, _ = await self._read_cluster(launch.cluster)
+        trust = await self._trust(launch)
+        await self._warm.announce(owner, launch, trust, avoid_nodes=self._nodes_to_avoid(launch.cluster))
+
     @refusals_fail_the_step
     async def start_member(self, launch: MemberLaunch) -> None:
         ref, ns = launch.cluster, launch.cluster.namespace
@@ -261,14 +269,15 @@ class KubeRuntime:
         # Create first: a new member's pod does not exist yet, and that is the path bootstrap and
         # scale-up wait on. Only a conflict needs a look at the pod that is there.
         trust = await self._trust(launch)
+        avoid = self._nodes_to_avoid(launch.cluster)
         if await self._create_pod(owner, launch, failures=0, trust=trust):
-            await self._warm.make_next(owner, launch, trust)
+            await self._warm.make_next(owner, launch, trust, avoid_nodes=avoid)
             return
         pod_path = m.core_path(ns, "pods", launch.name)
         pod = await self._client.get_or_none(pod_path)
         if pod is not None and warm.is_warm(pod):
-            if await self._warm.adopt(owner, launch, pod, trust):
-                await self._warm.make_next(owner, launch, trust)
+            if await self._warm.adopt(owner, launch, pod, trust, avoid_nodes=avoid):
+                await self._warm.make_next(owner, launch, trust, avoid_nodes=avoid)
                 return
             await self._client.delete_if_exists(pod_path, grace_period_seconds=0)
             await self._wait_pod_gone(pod_path, str(meta(pod).get("uid")))

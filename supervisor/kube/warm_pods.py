@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -25,6 +25,10 @@ from supervisor.kube.start_gate import open_gate
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+# How long a member about to be added waits for its pod's address (a node gives one in about a
+# second): longer, and it is added anyway, its name resolving a little later.
+ANNOUNCE_WITHIN = 5.0
 
 
 class WarmPods:
@@ -60,7 +64,9 @@ class WarmPods:
             self._image_known = True
         return self._image
 
-    async def make_next(self, owner: m.Owner, launch: MemberLaunch, trust: str) -> None:
+    async def make_next(
+        self, owner: m.Owner, launch: MemberLaunch, trust: str, *, avoid_nodes: Sequence[str] = ()
+    ) -> None:
         """Make the claims and pods of the members still to come ahead of time (up to
         warm.AHEAD), if the cluster is still growing: each is set up on its node by the time
         its turn comes. Only a head start: whatever goes wrong here, a member is made as usual
@@ -75,16 +81,48 @@ class WarmPods:
         # order it hears of them, and made side by side the last one needed was as often as
         # not set up first, while the next learner's pod waited (a relist, up to a second).
         for ahead in upcoming:
-            await self._make_warm(owner, ahead, image, trust)
+            claim = warm.warm_claim(owner, ahead)
+            await self._make_warm(owner, ahead, image, trust, claim=claim, avoid_nodes=avoid_nodes)
 
-    async def _make_warm(self, owner: m.Owner, ahead: MemberLaunch, image: str, trust: str) -> None:
+    async def announce(
+        self, owner: m.Owner, launch: MemberLaunch, trust: str, *, avoid_nodes: Sequence[str] = ()
+    ) -> None:
+        """The warm pod of a member about to be added (its claim is made already), unless one
+        was made ahead, and until it has an address, at most ANNOUNCE_WITHIN: the peer Service
+        publishes it (manifests.peer_service), so the member's name resolves when etcd's leader
+        first looks it up. A head start only: whatever goes wrong, the member is made as usual."""
+        image = await self._helper_image()
+        if image is None:
+            return
+        path = m.core_path(owner.ref.namespace, "pods", launch.name)
+        try:
+            await self._make_warm(owner, launch, image, trust, claim=None, avoid_nodes=avoid_nodes)
+            with trio.move_on_after(ANNOUNCE_WITHIN):
+                while True:
+                    if _address(await self._client.get_or_none(path)):
+                        return
+                    await trio.sleep(min(self._poll, 0.1))
+        except KubeError as exc:
+            log.info("the pod of %s of %s not made ahead of its addition: %s", launch.name, owner.ref, exc)
+
+    async def _make_warm(
+        self,
+        owner: m.Owner,
+        ahead: MemberLaunch,
+        image: str,
+        trust: str,
+        *,
+        claim: Obj | None,
+        avoid_nodes: Sequence[str],
+    ) -> None:
+        """A warm pod for `ahead`, and `claim` before it when given (None: the member's claim
+        is made already)."""
         ns = owner.ref.namespace
-        member = m.member_pod(owner, ahead, consecutive_failures=0, trust=trust)
+        member = m.member_pod(owner, ahead, consecutive_failures=0, trust=trust, avoid_nodes=avoid_nodes)
         pod = warm.warm_pod(owner, member, helper_image=image, token=secrets.token_hex(16))
         try:
-            await self._client.create(
-                m.core_path(ns, "persistentvolumeclaims"), warm.warm_claim(owner, ahead)
-            )
+            if claim is not None:
+                await self._client.create(m.core_path(ns, "persistentvolumeclaims"), claim)
             made = await self._client.create(m.core_path(ns, "pods"), pod)
         except KubeError as exc:
             if not is_conflict(exc):  # a conflict: made ahead by an earlier start already
@@ -93,14 +131,18 @@ class WarmPods:
         self._watch_set_aside(made)
         log.info("made a warm pod for %s of %s", ahead.name, owner.ref)
 
-    async def adopt(self, owner: m.Owner, launch: MemberLaunch, pod: Obj, trust: str) -> bool:
+    async def adopt(
+        self, owner: m.Owner, launch: MemberLaunch, pod: Obj, trust: str, *, avoid_nodes: Sequence[str] = ()
+    ) -> bool:
         """Take the warm pod as this member's and open its gate, if it was made for exactly this
         launch and its gate listens; False when it cannot be used (the caller replaces it).
 
         Adopted first, then waited for: the kubelet may have given the pod up for a while (a
         claim it read as not yet bound fails the pod's sync, retried only after about 10 s), and
         any update of the pod makes it sync again at once."""
-        wanted = m.member_pod(owner, launch, consecutive_failures=0, trust=trust)
+        # Kept off the nodes the member's own pod would be kept off: a warm pod made before a
+        # node was lost may sit on it.
+        wanted = m.member_pod(owner, launch, consecutive_failures=0, trust=trust, avoid_nodes=avoid_nodes)
         if not warm.made_for(pod, wanted):
             return False
         path = m.core_path(launch.cluster.namespace, "pods", launch.name)
@@ -156,3 +198,7 @@ class WarmPods:
                 await self._client.delete_if_exists(m.core_path(ns, "persistentvolumeclaims", name))
         except KubeError as exc:
             log.info("warm pods of %s not swept: %s", ref, exc)
+
+
+def _address(pod: Obj | None) -> str:
+    return str(((pod or {}).get("status") or {}).get("podIP") or "")

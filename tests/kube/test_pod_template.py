@@ -199,7 +199,11 @@ async def test_warm_pods_keep_the_template_through_adoption_and_snapshot_pods_ta
             nursery.cancel_scope.cancel()
         # The same pod, now the member's: the supervisor's labels and the user's.
         assert adopted["metadata"]["uid"] == made["metadata"]["uid"]
-        assert adopted["metadata"]["labels"] == {**m.member_labels(ref, "early-1"), "team": "storage"}
+        assert adopted["metadata"]["labels"] == {
+            **m.member_labels(ref, "early-1"),
+            m.LABEL_PEER_RECORD: "true",
+            "team": "storage",
+        }
 
         owner = m.Owner(ref, created["metadata"]["uid"])
         for pod in (

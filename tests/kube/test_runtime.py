@@ -123,7 +123,8 @@ async def test_start_creates_owned_services_budget_claim_and_pod(
             (owner,) = obj["metadata"]["ownerReferences"]
             assert (owner["kind"], owner["name"], owner["uid"]) == ("EtcdCluster", "alpha", uid)
         # The pod's role is not known before a membership read: not counted as a voter yet.
-        for obj, voter in ((pod, {"etcd.io/voter": "false"}), (pvc, {})):
+        pod_only = {"etcd.io/voter": "false", "etcd.io/peer-record": "true"}
+        for obj, voter in ((pod, pod_only), (pvc, {})):
             assert obj["metadata"]["labels"] == {
                 "app.kubernetes.io/name": "etcd",
                 "app.kubernetes.io/instance": "alpha",
@@ -482,8 +483,42 @@ async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
                 what="a cold pod",
             )
             nursery.cancel_scope.cancel()
-        assert pod["metadata"]["labels"] == m.member_labels(ref, "early-1")
+        assert pod["metadata"]["labels"] == {**m.member_labels(ref, "early-1"), m.LABEL_PEER_RECORD: "true"}
         assert not (pod.get("status") or {}).get("podIP")
+
+
+async def test_a_member_about_to_be_added_gets_its_pod_first_and_its_start_adopts_it(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """prepare_member, between a new member's allocation and etcd's member add: the member's
+    pod is made then, behind its gate (published by the peer Service, so the name resolves when
+    etcd's leader looks it up: tests/nodes/test_peer_records.py), on the claim allocated, and it
+    is the pod the start adopts. No kubelet runs here: the pod never gets an address, and the
+    wait for one ends after ANNOUNCE_WITHIN."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "announced")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "announced")
+        runtime = KubeRuntime(op, helper_image="example.test/etcd-supervisor:1", poll_interval=0.1)
+        spec = ClusterSpec(size=3)
+        # A replacement: no warm pod was made ahead for it (the cluster is not growing).
+        urls = await runtime.allocate_member(ref, "announced-5", spec)
+        members = (("announced-0", "http://x:2380"), ("announced-5", urls.peer_url))
+        launch = MemberLaunch(ref, "announced-5", urls, members, "existing", spec)
+        await runtime.prepare_member(launch)
+        path = m.core_path(ns, "pods", "announced-5")
+        pod = await admin.get(path)
+        assert warm.is_warm(pod)
+        assert m.peer_record_selector(ref).items() <= pod["metadata"]["labels"].items()
+        (claim,) = [v for v in pod["spec"]["volumes"] if v["name"] == "data"]
+        assert claim["persistentVolumeClaim"]["claimName"] == m.volume_claim_name("announced-5")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.start_member, launch)
+            adopted = await eventually(
+                lambda: admin.get(path), lambda p: not warm.is_warm(p), within=5, every=0.05, what="adopted"
+            )
+            nursery.cancel_scope.cancel()
+        assert adopted["metadata"]["uid"] == pod["metadata"]["uid"]  # the same pod, not a new one
 
 
 async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_one(
