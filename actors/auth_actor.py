@@ -1,7 +1,9 @@
 """The auth child: a per-cluster actor that keeps etcd's users and roles as spec.security.auth
 says (actors/auth_plan.py decides the steps) and the users' client certificates issued.
 
-It acts only on a cluster with a healthy quorum, not hibernated nor suspended. It looks again
+It acts only on a cluster with a healthy quorum, not hibernated nor suspended, and not on a
+cluster to adopt before a member of ours runs (its quorum is the old members': the old cluster
+is left as it is until the adoption began, plan/adoption.py). It looks again
 when what is wanted changes (spec.security.auth, the certificates' lives, suspend, hibernate),
 at the cluster actor's next look after one that could not go through, and at least every LOOK
 seconds. Each look that changes something is an Event `AuthReconciled` naming the steps; a
@@ -17,6 +19,7 @@ import trio
 from actors.auth_plan import auth_steps
 from actors.cluster_context import ChildFactory, ClusterContext
 from actors.errors import EtcdError
+from actors.plan.adoption import not_begun
 from actors.ports import AuthFactory, EtcdAuth
 from supervisor.runtime import ChildSpec
 
@@ -54,6 +57,8 @@ class AuthReconciler:
         spec = resource.spec
         observed = self._context.feed.latest
         if resource.suspended or spec.hibernate or observed is None or not observed.has_quorum():
+            return False
+        if not_begun(spec, observed.runtime):
             return False
         try:
             endpoints = observed.endpoints()
