@@ -112,7 +112,13 @@ class EtcdAuth(Protocol):
         ...
 
     async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
-        """One step; a user's password is read from its passwordSecret here."""
+        """One step; a user's password is read from its passwordSecret here, and the record of
+        a password set is written after it (actors/auth_passwords.py)."""
+        ...
+
+    async def password(self, secret: str) -> str:
+        """The password in a passwordSecret (a Secret, locally a file); EtcdError when it
+        cannot be read."""
         ...
 
     async def issue_user_certificate(self, user: UserSpec, certificates: CertificatesSpec) -> bool:

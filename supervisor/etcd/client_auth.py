@@ -94,6 +94,12 @@ class AuthCalls(EtcdConnection):
             retry=retry_if_unapplied,
         )
 
+    async def user_change_password(self, name: str, password: str) -> None:
+        request = pb.AuthUserChangePasswordRequest(name=name, password=password)
+        await self._call(  # twice is as once: the same password
+            lambda ch, md, t: pb.AuthStub(ch).user_change_password(request, timeout=t, metadata=md)
+        )
+
     async def user_delete(self, name: str) -> None:
         request = pb.AuthUserDeleteRequest(name=name)
         await self._call(lambda ch, md, t: pb.AuthStub(ch).user_delete(request, timeout=t, metadata=md))

@@ -1,5 +1,5 @@
-"""Username/password authentication: tokens, refusal without credentials, re-authentication; and
-whether auth is on, as the supervisor asks a cluster to adopt (spec.adopt)."""
+"""Username/password authentication: tokens, refusal without credentials, a changed password,
+re-authentication; and whether auth is on, as the supervisor asks a cluster to adopt (spec.adopt)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,14 @@ async def test_auth_enabled_cluster(binaries: EtcdBinaries, tmp_path: Path, asyn
             assert await reader.get(b"/app/k") == b"v"
             with pytest.raises(PermissionDenied):
                 await reader.put(b"/app/k", b"w")
+
+        async with open_etcd_client(cluster.endpoints, credentials=("root", "rootpw")) as root:
+            await root.user_change_password("reader", "newpw")
+        async with open_etcd_client(cluster.endpoints, credentials=("reader", "readerpw")) as old:
+            with pytest.raises(AuthenticationFailed):
+                await old.get(b"/app/k")
+        async with open_etcd_client(cluster.endpoints, credentials=("reader", "newpw")) as reader:
+            assert await reader.get(b"/app/k") == b"v"
 
         root_login = ("root", "rootpw")
         async with open_etcd_client(cluster.endpoints, credentials=root_login, call_timeout=10) as root:
