@@ -1,18 +1,23 @@
 """The auth child: a per-cluster actor that keeps etcd's users and roles as spec.security.auth
 says (actors/auth_plan.py decides the steps) and the users' client certificates issued.
 
-It acts only on a cluster with a healthy quorum, not hibernated nor suspended. It looks once
-at its start (so a cluster whose spec dropped auth is cleaned up), again when what is wanted
-changes (spec.security.auth, the certificates' lives, suspend, hibernate), at the cluster
-actor's next look after one that could not go through, and at least every LOOK seconds, to put
-back what was changed by hand and renew the users' certificates. Not that last while auth is
-unused (`auth_plan.unused`: the spec asks for nothing, and etcd was found with auth off and no
-user of the supervisor's): most clusters, which would otherwise be read (three calls) every
-LOOK for nothing; auth turned on by hand on such a cluster is then seen at the next look, not
-within LOOK. Each look that changes something is an Event `AuthReconciled` naming the steps; a
+It acts only on a cluster with a healthy quorum, not hibernated nor suspended, and not on a
+cluster to adopt before a member of ours runs (its quorum is the old members': the old cluster
+is left as it is until the adoption began, plan/adoption.py). It looks once at its start (so a
+cluster whose spec dropped auth is cleaned up), again when what is wanted changes
+(spec.security.auth, the certificates' lives, suspend, hibernate), at the cluster actor's next
+look after one that could not go through, and at least every LOOK seconds, to put back what was
+changed by hand, renew the users' certificates and apply changed password sources. Not that
+last while auth is unused (`auth_plan.unused`: the spec asks for nothing, and etcd was found
+with auth off and no user of the supervisor's): most clusters, which would otherwise be read
+(three calls) every LOOK for nothing; auth turned on by hand on such a cluster is then seen at
+the next look, not within LOOK. Each look that changes something is an Event `AuthReconciled`
+naming the steps; a
 refusal is a warning `AuthReconcileFailed` (once per streak) and is tried again at the next look.
 Users and roles are etcd's, not membership: this child changes them itself, beside the cluster
-actor's steps, as the certificates child renews certificates.
+actor's steps, as the certificates child renews certificates. A password source that changed is
+applied at the next look (each look reads every password of an existing user; which differ from
+what etcd holds, actors/auth_passwords.py, with the memory of this child's PasswordBook).
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ import math
 
 import trio
 
-from actors.auth_plan import auth_steps, unused
+from actors.auth_passwords import PasswordBook, matches
+from actors.auth_plan import AuthState, AuthStep, Op, auth_steps, unused
 from actors.cluster_context import ChildFactory, ClusterContext
 from actors.errors import EtcdError
+from actors.model import AuthSpec
+from actors.plan.adoption import not_begun
 from actors.ports import AuthFactory, EtcdAuth
 from supervisor.runtime import ChildSpec
 
@@ -44,6 +52,7 @@ class AuthReconciler:
         self._context = context
         self._auth = auth
         self._failing = False
+        self._passwords = PasswordBook()
 
     async def run(self) -> None:
         while True:
@@ -71,12 +80,16 @@ class AuthReconciler:
         observed = self._context.feed.latest
         if resource.suspended or spec.hibernate or observed is None or not observed.has_quorum():
             return Look.FAILED
+        if not_begun(spec, observed.runtime):
+            return Look.FAILED
         try:
             endpoints = observed.endpoints()
             state = await self._auth.read(endpoints)
-            steps = auth_steps(spec.auth, state)
+            sources = await self._password_sources(spec.auth, state)
+            steps = auth_steps(spec.auth, state, await self._changed(sources, state))
             for step in steps:
                 await self._auth.apply(endpoints, step)
+                self._remember(step, sources)
             issued = [
                 user.name
                 for user in spec.auth.users
@@ -97,6 +110,34 @@ class AuthReconciler:
         if done:
             await self._record("AuthReconciled", "; ".join(done))
         return Look.UNUSED if unused(spec.auth, state) else Look.KEPT
+
+    async def _password_sources(self, auth: AuthSpec, state: AuthState) -> dict[str, str]:
+        """The source password of each existing user that has one (new users get theirs made)."""
+        return {
+            user.name: await self._auth.password(user.password_secret)
+            for user in auth.users
+            if user.password_secret and user.name in state.users
+        }
+
+    async def _changed(self, sources: dict[str, str], state: AuthState) -> frozenset[str]:
+        """Users whose source is not the password etcd holds: not known from memory, and not
+        the one recorded in etcd (scrypt, off the event loop; once per user after a start)."""
+        changed = set()
+        for user, password in sources.items():
+            if self._passwords.known(user, password):
+                continue
+            record = state.password_records.get(user)
+            if record is not None and await trio.to_thread.run_sync(matches, record, password):
+                self._passwords.learn(user, password)
+            else:
+                changed.add(user)
+        return frozenset(changed)
+
+    def _remember(self, step: AuthStep, sources: dict[str, str]) -> None:
+        if step.op is Op.USER_PASSWORD and step.name in sources:
+            self._passwords.learn(step.name, sources[step.name])
+        elif step.op in (Op.USER_ADD, Op.USER_DELETE):
+            self._passwords.forget(step.name)  # the next look reads its record
 
     async def _record(self, reason: str, message: str, *, warning: bool = False) -> None:
         await self._context.ports.events.record(

@@ -6,6 +6,8 @@ itself, so a restarted supervisor knows without a record of its own and never to
 did not make: a managed user holds the role MANAGED (which grants nothing); a managed role is
 granted to the supervisor's own user (which may do everything anyway, so the grant changes
 nothing it can do). A user or role gone from the spec and so marked is removed; others stay.
+A user whose password source differs from what etcd holds (actors/auth_passwords.py tells
+which) has its password changed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from attrs import frozen
+from attrs import field, frozen
 
 from actors.model import AuthSpec, Permission, PermissionType, RoleSpec, UserSpec
 
@@ -32,6 +34,7 @@ class Op(enum.Enum):
     ROLE_REVOKE = "revoke permission"
     ROLE_DELETE = "delete role"
     USER_ADD = "add user"
+    USER_PASSWORD = "change password of user"
     USER_GRANT = "grant role"
     USER_REVOKE = "revoke role"
     USER_DELETE = "delete user"
@@ -45,7 +48,7 @@ class AuthStep:
     name: str = ""  # the user or role
     role: str = ""  # USER_GRANT, USER_REVOKE
     grant: Grant | None = None  # ROLE_GRANT, ROLE_REVOKE
-    password_secret: str | None = None  # USER_ADD: None, a user without password
+    password_secret: str | None = None  # USER_ADD (None: a user without password), USER_PASSWORD
 
     def describe(self) -> str:
         if self.grant is not None:
@@ -61,11 +64,13 @@ class AuthStep:
 
 @frozen
 class AuthState:
-    """What etcd holds: whether auth is on, each user's roles, each role's permissions."""
+    """What etcd holds: whether auth is on, each user's roles, each role's permissions; and the
+    record of the password the supervisor last set for each user (actors/auth_passwords.py)."""
 
     enabled: bool
     users: Mapping[str, frozenset[str]]
     roles: Mapping[str, frozenset[Grant]]
+    password_records: Mapping[str, str] = field(factory=dict)
 
 
 def grant_of(permission: Permission) -> Grant:
@@ -81,8 +86,9 @@ def prefix_end(prefix: bytes) -> bytes:
     return b"\0"
 
 
-def auth_steps(spec: AuthSpec, state: AuthState) -> list[AuthStep]:
-    """Every step to make etcd hold what `spec` says, in an order etcd accepts; [] when it does."""
+def auth_steps(spec: AuthSpec, state: AuthState, changed: frozenset[str] = frozenset()) -> list[AuthStep]:
+    """Every step to make etcd hold what `spec` says, in an order etcd accepts; [] when it does.
+    `changed`: users whose password source differs from the password they hold."""
     if _asks_nothing(spec) and not _managed_users(state):
         if state.enabled:
             return [AuthStep(Op.AUTH_DISABLE)]
@@ -91,7 +97,7 @@ def auth_steps(spec: AuthSpec, state: AuthState) -> list[AuthStep]:
     for role in spec.roles:
         steps += _role(role, state)
     for user in spec.users:
-        steps += _user(user, state)
+        steps += _user(user, state, changed)
     steps += _gone(spec, state)
     if spec.enabled != state.enabled:
         steps.append(AuthStep(Op.AUTH_ENABLE if spec.enabled else Op.AUTH_DISABLE))
@@ -137,12 +143,13 @@ def _role(role: RoleSpec, state: AuthState) -> list[AuthStep]:
     return steps
 
 
-def _user(user: UserSpec, state: AuthState) -> list[AuthStep]:
-    steps = (
-        []
-        if user.name in state.users
-        else [AuthStep(Op.USER_ADD, user.name, password_secret=user.password_secret)]
-    )
+def _user(user: UserSpec, state: AuthState, changed: frozenset[str]) -> list[AuthStep]:
+    if user.name not in state.users:
+        steps = [AuthStep(Op.USER_ADD, user.name, password_secret=user.password_secret)]
+    elif user.password_secret and user.name in changed:
+        steps = [AuthStep(Op.USER_PASSWORD, user.name, password_secret=user.password_secret)]
+    else:
+        steps = []
     have = state.users.get(user.name, frozenset())
     want = {*user.roles, MANAGED}
     steps += [AuthStep(Op.USER_GRANT, user.name, role=r) for r in sorted(want - have)]

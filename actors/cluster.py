@@ -69,11 +69,13 @@ from actors.model import (
     LastRecovery,
     MemberConfig,
     MemberHealth,
+    OldAuth,
     Phase,
     RuntimeMember,
 )
 from actors.observed import Observed
 from actors.plan import PLANNERS, Planner, plan
+from actors.plan.adoption import not_begun
 from actors.ports import ClusterPorts, MemberRuntime
 from actors.probe_book import ProbeBook
 from supervisor.backoff import Backoff
@@ -186,6 +188,7 @@ class ClusterActor(Actor[ClusterMessage]):
         # their health.
         self._foreign_seen: tuple[EtcdMember, ...] = ()
         self._foreign: dict[int, MemberHealth | None] = {}
+        self._old_auth: OldAuth | None = None  # asked only before a member of ours exists
         self._membership_error = ""  # why the last membership read failed ("" when it did not)
         self._stale = True  # runtime and membership must be read again before deciding
         self._dirty = False  # something changed since the last decision
@@ -317,6 +320,7 @@ class ClusterActor(Actor[ClusterMessage]):
             endpoints = partial_view.endpoints() + foreign_members.lookup_endpoints(adopt, self._foreign_seen)
             self._membership = await self._member_list(endpoints)
             await self._probe_foreign(adopt)
+            await self._ask_old_auth(endpoints)
         self._stale = False
         return Observed(
             self.ref,
@@ -341,6 +345,7 @@ class ClusterActor(Actor[ClusterMessage]):
             hibernated=self._asleep,
             foreign=self._foreign,
             membership_error=self._membership_error,
+            adopt_auth=self._old_auth,
         )
 
     async def _probe_foreign(self, adopt: AdoptSpec | None) -> None:
@@ -351,6 +356,15 @@ class ClusterActor(Actor[ClusterMessage]):
         if old or self._membership is not None:
             self._foreign_seen = tuple(old)
         self._foreign = await foreign_members.probe(self._ports.admin, old, self._timing.call_timeout)
+
+    async def _ask_old_auth(self, endpoints: list[str]) -> None:
+        """Before the first member of ours, whether the cluster to adopt has auth on: one
+        AuthStatus (a raft request) per look, none once the adoption began."""
+        self._old_auth = None
+        if not_begun(self._desired().resource.spec, self._runtime):
+            self._old_auth = await foreign_members.ask_auth(
+                self._ports.admin, endpoints, self._timing.call_timeout
+            )
 
     def _newest_verified_backup(self) -> LastBackup | None:
         report = self._reports.backup

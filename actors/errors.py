@@ -9,6 +9,11 @@ class EtcdUnavailable(EtcdError):
     """No endpoint answered in time."""
 
 
+class AuthRefused(EtcdError):
+    """etcd refused the call for want of credentials or permission: its auth is on, and the
+    supervisor is not a user who may make the call."""
+
+
 class RevisionCompacted(EtcdError):
     """The revision asked about is compacted away."""
 

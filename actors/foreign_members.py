@@ -1,6 +1,7 @@
 """An adopted cluster's old members (spec.adopt): which etcd members the supervisor does not run,
 and their health, asked by the cluster actor each time it reads the membership (member actors
-probe only the members the runtime runs)."""
+probe only the members the runtime runs); and, until a member of ours exists, whether the
+cluster to adopt has etcd auth on."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from collections.abc import Iterable, Sequence
 
 import trio
 
-from actors.errors import EtcdError
-from actors.model import AdoptSpec, EtcdMember, MemberHealth, RuntimeMember
+from actors.errors import AuthRefused, EtcdError
+from actors.model import AdoptSpec, AuthAnswer, EtcdMember, MemberHealth, OldAuth, RuntimeMember
 from actors.ports import EtcdAdmin
 
 
@@ -50,3 +51,18 @@ async def probe(
             if m.client_urls:
                 nursery.start_soon(ask, m)
     return answers
+
+
+async def ask_auth(admin: EtcdAdmin, endpoints: Sequence[str], call_timeout: float) -> OldAuth:
+    """Whether the cluster to adopt has auth on. A refusal is kept apart from no answer: etcd
+    refuses to say only when auth is on (AuthStatus then needs a root user), so it is never
+    taken for "off" (plan/adoption.py waits on anything but OFF)."""
+    with trio.move_on_after(call_timeout):
+        try:
+            on = await admin.auth_enabled(endpoints)
+            return OldAuth(AuthAnswer.ON if on else AuthAnswer.OFF)
+        except AuthRefused as e:
+            return OldAuth(AuthAnswer.REFUSED, str(e))
+        except EtcdError as e:
+            return OldAuth(AuthAnswer.UNANSWERED, str(e))
+    return OldAuth(AuthAnswer.UNANSWERED, f"no answer in {call_timeout:g}s")

@@ -826,6 +826,25 @@ class MemberHealth:
     revision: int = 0  # the member's own store revision (what it has applied)
 
 
+class AuthAnswer(enum.Enum):
+    """What the cluster to adopt (spec.adopt) said when asked whether its etcd auth is on."""
+
+    OFF = "off"
+    ON = "on"
+    # etcd refused the question for want of credentials: with auth off it answers anyone, so
+    # only a cluster with auth on refuses.
+    REFUSED = "refused"
+    UNANSWERED = "unanswered"  # no member answered: nothing is known
+
+
+@frozen
+class OldAuth:
+    """The cluster to adopt's answer about its auth, and etcd's words when it was not OFF or ON."""
+
+    answer: AuthAnswer
+    detail: str = ""
+
+
 def member_name(cluster: ClusterRef, ordinal: int) -> str:
     """Members are named <cluster>-<ordinal>; ordinals are never reused, so a replacement is new."""
     return f"{cluster.name}-{ordinal}"

@@ -18,6 +18,7 @@ from actors.model import (
     LastBackup,
     MemberConfig,
     MemberHealth,
+    OldAuth,
     ProcessState,
     RuntimeMember,
     Vanished,
@@ -86,6 +87,9 @@ class Observed:
     foreign: Mapping[int, MemberHealth | None] = field(factory=dict)
     # Why the membership could not be read last time ("" when it was, or nothing was asked).
     membership_error: str = ""
+    # spec.adopt, before a member of ours exists: whether the cluster to adopt has auth on
+    # (None: not asked, which plan/adoption.py takes for "not known", never for "off").
+    adopt_auth: OldAuth | None = None
 
     # --- the runtime side --------------------------------------------------------------------
 

@@ -120,7 +120,13 @@ class EtcdAuth(Protocol):
         ...
 
     async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
-        """One step; a user's password is read from its passwordSecret here."""
+        """One step; a user's password is read from its passwordSecret here, and the record of
+        a password set is written after it (actors/auth_passwords.py)."""
+        ...
+
+    async def password(self, secret: str) -> str:
+        """The password in a passwordSecret (a Secret, locally a file); EtcdError when it
+        cannot be read."""
         ...
 
     async def issue_user_certificate(self, user: UserSpec, certificates: CertificatesSpec) -> bool:
@@ -147,6 +153,11 @@ class EtcdAdmin(Protocol):
     async def member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]: ...
 
     async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember: ...
+
+    async def auth_enabled(self, endpoints: Sequence[str]) -> bool:
+        """Whether etcd's auth is on (AuthStatus; etcd 3.4 is asked through Authenticate).
+        AuthRefused when etcd will not say: with auth on, only a root user may ask."""
+        ...
 
     async def promote(self, endpoints: Sequence[str], member_id: int) -> None: ...
 

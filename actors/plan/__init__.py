@@ -7,12 +7,13 @@ cost quorum: members join as learners and are promoted once caught up, unhealthy
 before healthy ones, and leadership moves away from a member before it is removed.
 
 The order is the policy. A hibernated cluster (spec.hibernate) takes no other step. A quorum
-lost for good is rebuilt first (only in Automatic mode, and
-only once the voters that may return cannot form a quorum). Bring back what is down or silent
-before anything else (that is also how a cluster that lost quorum returns); with quorum lost,
-change nothing; then repair (lost data, members no node can take, leftovers), finish the
-change in flight (a learner), and only then work towards the size (an adopted cluster's old
-members leave once the new ones vote).
+lost for good is rebuilt first (only in Automatic mode, and only once the voters that may
+return cannot form a quorum). A cluster to adopt whose etcd auth is not known to be off is
+never joined (decided before its refused member list reads as silence). Bring back what is
+down or silent before anything else (that is also how a cluster that lost quorum returns);
+with quorum lost, change nothing; then repair (lost data, members no node can take,
+leftovers), finish the change in flight (a learner), and only then work towards the size (an
+adopted cluster's old members leave once the new ones vote).
 A new capability (upgrades, defragmentation, space) is a planner module added to the list.
 
 No trio, no asyncio, no I/O: everything here is a function of its arguments.
@@ -25,7 +26,7 @@ from collections.abc import Callable, Sequence
 from actors.actions import Step
 from actors.model import ClusterSpec
 from actors.observed import Observed
-from actors.plan.adoption import adopt
+from actors.plan.adoption import adopt, auth_off_first
 from actors.plan.bootstrap import membership_unknown
 from actors.plan.data_loss import replace_lost_data
 from actors.plan.hibernate import hibernate
@@ -47,6 +48,7 @@ Planner = Callable[[ClusterSpec, Observed], Step | None]
 PLANNERS: tuple[Planner, ...] = (
     hibernate,
     recover_quorum,
+    auth_off_first,
     membership_unknown,
     replace_stranded,
     restart_stopped,

@@ -1,14 +1,52 @@
 """An adopted cluster (spec.adopt): the size planner adds the members we run as learners, which
 join the old members' cluster; once they vote, the old members leave one at a time
-(spec.adopt.removeOld), leadership moved off each first."""
+(spec.adopt.removeOld), leadership moved off each first. A cluster with etcd auth on is not
+joined at all."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from actors.actions import MoveLeader, RemoveMember, Step, Wait
-from actors.model import ClusterSpec, EtcdMember
+from actors.model import AuthAnswer, ClusterSpec, EtcdMember, RuntimeMember
 from actors.observed import Observed
 
 MAX_MEMBERS = 9  # etcd's own bound on a cluster's size
+
+
+def not_begun(spec: ClusterSpec, runtime: Sequence[RuntimeMember]) -> bool:
+    """An adoption before its first member: nothing of ours runs, so nothing in the old cluster
+    may change yet (the cluster actor asks whether its auth is on only then, the auth child
+    waits till then)."""
+    return spec.adopt is not None and not runtime
+
+
+def auth_off_first(spec: ClusterSpec, observed: Observed) -> Step | None:
+    """No member joins a cluster to adopt whose auth is on, nor one not known to have it off.
+
+    With auth on etcd refuses the new members' MemberAdd (and, over plain HTTP, even the
+    membership list) to a client that is not a root user, and the supervisor holds no password
+    of the old cluster's. Only "off" lets the adoption go on: a refused AuthStatus means auth is
+    on (etcd answers anyone while it is off), no answer means nothing is known. Before the
+    membership-unknown planner, which reads a refused member list as a cluster that does not
+    answer."""
+    if not not_begun(spec, observed.runtime):
+        return None  # the first member joined with auth off; the auth child manages it since
+    found = observed.adopt_auth
+    if found is not None and found.answer is AuthAnswer.OFF:
+        return None
+    detail = f" ({found.detail})" if found is not None and found.detail else ""
+    if found is None or found.answer is AuthAnswer.UNANSWERED:
+        if observed.etcd_members is None:
+            return None  # nothing answers at all: plan/bootstrap.py says so
+        return Wait(f"spec.adopt: not yet known whether the cluster to adopt has etcd auth on{detail}")
+    refused = f"refuses AuthStatus{detail}: its auth is on"
+    said = "has etcd auth on" if found.answer is AuthAnswer.ON else refused
+    return Wait(
+        f"spec.adopt: the cluster to adopt {said}; a cluster is adopted only with auth off: turn it"
+        " off there (etcdctl auth disable) and the adoption goes on, nothing is changed meanwhile;"
+        " once adopted, auth is managed with spec.security.auth"
+    )
 
 
 def adopt(spec: ClusterSpec, observed: Observed) -> Step | None:

@@ -34,6 +34,7 @@ _TRANSLATION: tuple[tuple[type[etcd.EtcdError], type[domain.EtcdError]], ...] = 
     (etcd.NotEnoughStartedMembers, domain.ClusterUnhealthy),
     (etcd.EtcdUnavailable, domain.EtcdUnavailable),
     (etcd.Compacted, domain.RevisionCompacted),
+    (etcd.AuthError, domain.AuthRefused),
 )
 
 
@@ -112,6 +113,17 @@ class EtcdAdminAdapter:
     async def member_list(self, endpoints: Sequence[str]) -> list[EtcdMember]:
         client = self._aimed(endpoints)
         return [_member(m) for m in await translated(client.member_list)]
+
+    async def auth_enabled(self, endpoints: Sequence[str]) -> bool:
+        client = self._aimed(endpoints)
+
+        async def ask() -> bool:
+            try:
+                return await client.auth_status()
+            except etcd.Unimplemented:  # etcd 3.4
+                return await client.auth_status_by_authenticate()
+
+        return await translated(ask)
 
     async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
         client = self._aimed(endpoints)

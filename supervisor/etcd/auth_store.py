@@ -5,9 +5,13 @@ where the client's certificate, users' passwords and users' certificates live.""
 from __future__ import annotations
 
 import abc
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 
-from actors.auth_plan import AuthState, AuthStep, Op
+import trio
+
+from actors.auth_passwords import RECORD_PREFIX, new_record, record_key
+from actors.auth_plan import AuthState, AuthStep, Op, prefix_end
 from actors.model import PermissionType
 from supervisor.etcd.admin import translated
 from supervisor.etcd.client import EtcdClient
@@ -31,7 +35,12 @@ async def read_auth(etcd: EtcdClient) -> AuthState:
     for role in await etcd.role_list():
         grants = await etcd.role_permissions(role)
         roles[role] = frozenset((TYPES[kind], key, end) for kind, key, end in grants)
-    return AuthState(enabled, users, roles)
+    prefix = RECORD_PREFIX.encode()
+    records = {
+        kv.key[len(prefix) :].decode(errors="replace"): kv.value.decode(errors="replace")
+        for kv in await etcd.range(prefix, prefix_end(prefix))
+    }
+    return AuthState(enabled, users, roles, records)
 
 
 async def apply_step(etcd: EtcdClient, step: AuthStep, passwords: Passwords) -> None:
@@ -46,7 +55,13 @@ async def apply_step(etcd: EtcdClient, step: AuthStep, passwords: Passwords) -> 
         case Op.ROLE_DELETE:
             await etcd.role_delete(step.name)
         case Op.USER_ADD if step.password_secret:
-            await etcd.user_add(step.name, await passwords(step.password_secret))
+            password = await passwords(step.password_secret)
+            await etcd.user_add(step.name, password)
+            await _record(etcd, step.name, password)
+        case Op.USER_PASSWORD if step.password_secret:
+            password = await passwords(step.password_secret)
+            await etcd.user_change_password(step.name, password)
+            await _record(etcd, step.name, password)
         case Op.USER_ADD:
             await etcd.user_add_without_password(step.name)
         case Op.USER_GRANT:
@@ -55,10 +70,18 @@ async def apply_step(etcd: EtcdClient, step: AuthStep, passwords: Passwords) -> 
             await etcd.user_revoke_role(step.name, step.role)
         case Op.USER_DELETE:
             await etcd.user_delete(step.name)
+            await etcd.delete(record_key(step.name))
         case Op.AUTH_ENABLE:
             await etcd.auth_enable()
         case Op.AUTH_DISABLE:
             await etcd.auth_disable()
+
+
+async def _record(etcd: EtcdClient, user: str, password: str) -> None:
+    """What was set, after it was set (actors/auth_passwords.py): a crash in between sets it
+    again at the next look. scrypt takes tens of milliseconds: off the event loop."""
+    record = await trio.to_thread.run_sync(new_record, password, secrets.token_bytes(16))
+    await etcd.put(record_key(user), record.encode())
 
 
 class ClientAuth(abc.ABC):
@@ -69,7 +92,8 @@ class ClientAuth(abc.ABC):
     async def _etcd(self, endpoints: Sequence[str]) -> EtcdClient: ...
 
     @abc.abstractmethod
-    async def _password(self, secret: str) -> str: ...
+    async def password(self, secret: str) -> str:
+        """The password in the user's passwordSecret; EtcdUnavailable when it cannot be read."""
 
     async def read(self, endpoints: Sequence[str]) -> AuthState:
         etcd = await self._etcd(endpoints)
@@ -81,6 +105,6 @@ class ClientAuth(abc.ABC):
     async def apply(self, endpoints: Sequence[str], step: AuthStep) -> None:
         etcd = await self._etcd(endpoints)
         try:
-            await translated(lambda: apply_step(etcd, step, self._password))
+            await translated(lambda: apply_step(etcd, step, self.password))
         finally:
             await etcd.aclose()

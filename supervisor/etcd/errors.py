@@ -54,6 +54,7 @@ __all__ = [
     "TooManyLearners",
     "TooManyRequests",
     "UnhealthyCluster",
+    "Unimplemented",
     "UserExists",
     "UserNotFound",
     "error_from_status",
@@ -187,6 +188,10 @@ class TooManyRequests(EtcdError):
 
 class InvalidRequest(EtcdError):
     """etcd rejected the request's arguments."""
+
+
+class Unimplemented(EtcdError):
+    """The member does not know the call: an older etcd (3.4 has no AuthStatus)."""
 
 
 class NotLeader(EtcdError):
@@ -340,6 +345,7 @@ _BY_STATUS: dict[GrpcStatus, type[EtcdError]] = {
     GrpcStatus.RESOURCE_EXHAUSTED: TooManyRequests,
     GrpcStatus.INVALID_ARGUMENT: InvalidRequest,
     GrpcStatus.OUT_OF_RANGE: InvalidRequest,
+    GrpcStatus.UNIMPLEMENTED: Unimplemented,
 }
 
 

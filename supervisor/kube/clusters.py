@@ -130,6 +130,10 @@ class SecretTlsAdmin:
     async def _member_list(self, endpoints: Sequence[str]) -> Sequence[EtcdMember]:
         return await (await self._admin()).member_list(endpoints)
 
+    async def auth_enabled(self, endpoints: Sequence[str]) -> bool:
+        endpoints = await self._reach(endpoints)
+        return await (await self._admin()).auth_enabled(endpoints)
+
     async def add_learner(self, endpoints: Sequence[str], peer_url: str) -> EtcdMember:
         endpoints = await self._reach(endpoints)
         return await (await self._admin()).add_learner(endpoints, peer_url)

@@ -45,7 +45,7 @@ class KubeEtcdAuth(ClientAuth):
         tls = await write_client_tls(self._client, self._ref, self._files_dir)
         return EtcdClient(list(endpoints), tls=tls, call_timeout=self._call_timeout)
 
-    async def _password(self, secret: str) -> str:
+    async def password(self, secret: str) -> str:
         data = await self._secret(secret) or {}
         if not data.get(PASSWORD_KEY):
             raise EtcdUnavailable(f"passwordSecret {self._ref.namespace}/{secret}: no key {PASSWORD_KEY}")

@@ -36,7 +36,7 @@ class LocalEtcdAuth(ClientAuth):
         tls = self._runtime.client_tls_files(self._ref)
         return EtcdClient(list(endpoints), tls=tls, call_timeout=self._call_timeout)
 
-    async def _password(self, secret: str) -> str:
+    async def password(self, secret: str) -> str:
         path = self._secrets_dir / secret
         try:
             password = parse_key_values(path.read_text()).get(PASSWORD_KEY)

@@ -14,19 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.model import AdoptSpec, ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
+from actors.model import ClusterRef, ClusterResource, ClusterSpec, ClusterStatus
 from tests.chaos.lifecycle import is_healthy, open_local_supervisor
-from tests.harness.adoption import (
-    CLIENT_SECRET,
-    PEER_CA_SECRET,
-    contents,
-    member_names,
-    new_voters,
-    old_client_tls,
-    old_secrets,
-    write,
-    write_secret_dirs,
-)
+from tests.harness.adoption import adopt_spec, contents, member_names, new_voters, write
 from tests.harness.etcd import running_cluster
 from tests.harness.etcd_versions import built_or_skip
 from tests.harness.history import KvWorkload, checker_or_skip
@@ -48,12 +38,7 @@ async def test_a_hand_started_cluster_is_adopted_live_and_its_old_members_leave(
         built_or_skip(VERSION), tmp_path / "old", size=3, tls=with_tls, peer_tls=with_tls
     ) as old:
         old_urls = list(old.endpoints)
-        if with_tls:
-            write_secret_dirs(old_secrets(old), tmp_path / "secrets")
-            tls = old_client_tls(old)
-            adopt = AdoptSpec(tuple(old_urls), CLIENT_SECRET, PEER_CA_SECRET, remove_old=True)
-        else:
-            tls, adopt = None, AdoptSpec(tuple(old_urls), remove_old=True)
+        tls, adopt = adopt_spec(old, tmp_path / "secrets")
         spec = ClusterSpec(size=3, tls_enabled=with_tls, adopt=adopt)
         workload = KvWorkload(endpoints=list(old_urls), tls=tls)
         async with open_local_supervisor(tmp_path / "state", secrets_dir=tmp_path / "secrets") as sup:

@@ -2,12 +2,16 @@
 user, the spec's roles and users, turns auth on, and writes each user's client certificate; a
 tenant's certificate reads and writes its prefix and nothing else; the cluster keeps healing and
 scaling with auth on (the supervisor's own identity is a root user); a user dropped from the
-spec loses access, a role changed takes effect, and auth turned off lets anyone in again."""
+spec loses access, a role changed takes effect, and auth turned off lets anyone in again. A
+user's changed password source is applied (the old password refused, the new one taken), and a
+restarted supervisor changes no password that did not change (etcd's own count of
+UserChangePassword calls) but applies one changed while it was down."""
 
 from __future__ import annotations
 
 import os
 import signal
+import urllib.request
 from pathlib import Path
 
 import attrs
@@ -23,6 +27,7 @@ from actors.model import (
     RoleSpec,
     UserSpec,
 )
+from actors.ports import EtcdAuth
 from supervisor.etcd import (
     AuthenticationFailed,
     NotAuthenticated,
@@ -30,8 +35,10 @@ from supervisor.etcd import (
     TlsFiles,
     open_etcd_client,
 )
+from supervisor.local.layout import read_member
 from tests.chaos.lifecycle import LocalSupervisor, follow_members, is_healthy, open_local_supervisor, resource
 from tests.harness.history import KvWorkload, checker_or_skip
+from tests.harness.poll import eventually
 
 RW, READ = PermissionType.READWRITE, PermissionType.READ
 APP_RW = RoleSpec("app-rw", (Permission(RW, "/app/", prefix=True),))
@@ -157,3 +164,115 @@ async def test_scaling_and_healing_with_auth_on_under_a_tenants_workload_stay_li
     print(f"linearizability: {verdict.operations} operations checked")
     assert verdict.ok, verdict.report
     assert workload.history.count(kind="put", outcome="ok") > 0
+
+
+PASSWORD_SECRET = "app-etcd-password"
+
+
+def set_password(secrets: Path, password: str) -> None:
+    """The local form of the user's passwordSecret: a file next to the manifest."""
+    (secrets / PASSWORD_SECRET).write_text(f"password={password}\n")
+
+
+async def logs_in(urls: list[str], tls: TlsFiles, password: str) -> bool:
+    """Whether etcd takes the password of user app (Authenticate, then a read)."""
+    async with open_etcd_client(urls, tls=tls, credentials=("app", password), call_timeout=5) as app:
+        try:
+            await app.get(b"/app/config")
+        except AuthenticationFailed:
+            return False
+    return True
+
+
+def change_password_calls(sup: LocalSupervisor, demo: ClusterResource, status: ClusterStatus) -> int:
+    """UserChangePassword calls every member received, as etcd counts them (its /metrics)."""
+    total = 0.0
+    for member in status.members:
+        stored = read_member(sup.runtime.layout.member(demo.ref, member.name))
+        assert stored is not None and stored.metrics_port is not None
+        url = f"http://127.0.0.1:{stored.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            lines = response.read().decode().splitlines()
+        total += sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in lines
+            if line.startswith("grpc_server_started_total{") and 'grpc_method="UserChangePassword"' in line
+        )
+    return int(total)
+
+
+@attrs.define
+class Looks:
+    """The supervisor's EtcdAuth, counting the checks of users' certificates: the last thing a
+    look of the auth child does, after every step of it."""
+
+    inner: EtcdAuth
+    finished: int = 0
+
+    async def read(self, endpoints):
+        return await self.inner.read(endpoints)
+
+    async def apply(self, endpoints, step):
+        await self.inner.apply(endpoints, step)
+
+    async def password(self, secret):
+        return await self.inner.password(secret)
+
+    async def issue_user_certificate(self, user, certificates):
+        issued = await self.inner.issue_user_certificate(user, certificates)
+        self.finished += 1
+        return issued
+
+
+async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did_not_change(
+    tmp_path: Path,
+) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    set_password(secrets, "first")
+    app = attrs.evolve(APP, password_secret=PASSWORD_SECRET)
+    demo = with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
+    looks: list[Looks] = []
+
+    def watched(platform):
+        def auth_for(ref):
+            looks.append(Looks(platform.auth_for(ref)))
+            return looks[-1]
+
+        return attrs.evolve(platform, auth_for=auth_for)
+
+    def supervisor(*, leave_running: bool = True):
+        return open_local_supervisor(
+            tmp_path / "state", secrets_dir=secrets, wrap=watched, leave_members_running=leave_running
+        )
+
+    async with supervisor() as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        await reconciled(sup, demo, "issued to app")
+        tls = user_tls(sup, demo, "app")
+        assert await logs_in(urls(status), tls, "first")
+
+        set_password(secrets, "second")  # taken at the auth child's next look (LOOK, 30 s)
+        assert "change password of user app" in await reconciled(sup, demo, "change password")
+        assert await logs_in(urls(status), tls, "second")
+        assert not await logs_in(urls(status), tls, "first")
+        calls = await trio.to_thread.run_sync(change_password_calls, sup, demo, status)
+        assert calls == 1
+
+    # A new supervisor over the running members: the record in etcd says "second" is set.
+    async with supervisor() as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        await eventually(lambda: looks[-1].finished, within=60, what="a whole look of the auth child")
+        assert await trio.to_thread.run_sync(change_password_calls, sup, demo, status) == calls
+        assert not [m for _, reason, m in sup.recorder.events if reason == "AuthReconciled"]
+
+    set_password(secrets, "third")  # while no supervisor runs
+    async with supervisor(leave_running=False) as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        await reconciled(sup, demo, "change password of user app")
+        assert await logs_in(urls(status), tls, "third")
+        assert not await logs_in(urls(status), tls, "second")
+        assert await trio.to_thread.run_sync(change_password_calls, sup, demo, status) == calls + 1

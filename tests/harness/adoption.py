@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from actors.model import ClusterStatus, Role
+from actors.model import AdoptSpec, ClusterStatus, Role
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.tls import TlsFiles
 from tests.harness.etcd import EtcdCluster
@@ -61,6 +61,18 @@ def write_secret_dirs(secrets: dict[str, Mapping[str, bytes]], root: Path) -> No
         (root / name).mkdir(parents=True)
         for key, value in keys.items():
             (root / name / key).write_bytes(value)
+
+
+def adopt_spec(
+    old: EtcdCluster, secrets: Path, *, remove_old: bool = True
+) -> tuple[TlsFiles | None, AdoptSpec]:
+    """spec.adopt naming the old cluster, and its clients' TLS files (None: plain). With TLS its
+    Secrets are written as directories under `secrets`."""
+    endpoints = tuple(old.endpoints)
+    if old.tls is None:
+        return None, AdoptSpec(endpoints, remove_old=remove_old)
+    write_secret_dirs(old_secrets(old), secrets)
+    return old_client_tls(old), AdoptSpec(endpoints, CLIENT_SECRET, PEER_CA_SECRET, remove_old=remove_old)
 
 
 def new_voters(status: ClusterStatus, prefix: str = "demo-") -> list[str]:

@@ -1,16 +1,18 @@
 """Adoption (spec.adopt), decided from hand-built observations: the old cluster's members count
 for quorum and leadership but not for the size; the new members join as learners; with removeOld
 the old members then leave one at a time, leadership moved off first; what cannot be adopted is
-refused by name; and no cluster of our own is ever seeded in place of the one to adopt."""
+refused by name (a cluster with etcd auth on, or not known to have it off, among them); and no
+cluster of our own is ever seeded in place of the one to adopt."""
 
 import attrs
 
 from actors.actions import AddLearner, MoveLeader, PromoteLearner, RemoveMember, StartSeed, Wait
 from actors.assess import assess
-from actors.model import AdoptSpec, ClusterSpec, EtcdMember, MemberHealth, Phase
+from actors.model import AdoptSpec, AuthAnswer, ClusterSpec, EtcdMember, MemberHealth, OldAuth, Phase
 from actors.plan import plan
 from tests.unit.facts import cluster, em, hl, observed, rt
 
+OFF = OldAuth(AuthAnswer.OFF)
 OLD_URLS = ("http://10.0.0.1:2379", "http://10.0.0.2:2379", "http://10.0.0.3:2379")
 KEEP_OLD = ClusterSpec(size=3, tls_enabled=False, adopt=AdoptSpec(endpoints=OLD_URLS))
 REMOVE_OLD = attrs.evolve(KEEP_OLD, adopt=AdoptSpec(endpoints=OLD_URLS, remove_old=True))
@@ -31,7 +33,7 @@ def adopting(own: int, *, old_leader: bool = True, answering: int = 3, version: 
     health = {name: attrs.evolve(h, leader_id=leader) for name, h in health.items()}
     foreign = {2000 + i: old_health(i, leader, version) if i < answering else None for i in range(3)}
     view = observed(runtime, [*members, *(old(i) for i in range(3))], health)
-    return attrs.evolve(view, foreign=foreign)
+    return attrs.evolve(view, foreign=foreign, adopt_auth=OFF)
 
 
 def test_a_cluster_to_adopt_that_does_not_answer_is_waited_for_never_seeded():
@@ -126,3 +128,37 @@ def test_ready_replicas_are_our_own_healthy_voters() -> None:
     )
     assert during.ready_replicas == 2  # beside three old voters, which status.members still shows
     assert len(during.members) == 5
+
+
+def test_a_cluster_to_adopt_with_auth_on_is_refused_by_name_before_any_member_joins():
+    for said in (OldAuth(AuthAnswer.ON), OldAuth(AuthAnswer.REFUSED, "etcdserver: user name not found")):
+        step = plan(REMOVE_OLD, attrs.evolve(adopting(0), adopt_auth=said))
+        assert isinstance(step, Wait), step
+        assert step.reason.startswith("spec.adopt: the cluster to adopt")
+        assert "adopted only with auth off" in step.reason and "spec.security.auth" in step.reason
+    assert "refuses AuthStatus (etcdserver: user name not found): its auth is on" in step.reason
+
+
+def test_a_refused_member_list_with_auth_on_is_named_for_auth_not_for_silence():
+    """Over plain HTTP etcd with auth on refuses the member list too ("user name is empty")."""
+    silent = attrs.evolve(observed([], None, {}), membership_error="etcdserver: user name is empty")
+    refused = attrs.evolve(silent, adopt_auth=OldAuth(AuthAnswer.REFUSED, "etcdserver: user name is empty"))
+    step = plan(KEEP_OLD, refused)
+    assert isinstance(step, Wait) and "its auth is on" in step.reason and "answers at" not in step.reason
+    # Nothing answers at all: that is what the status says.
+    unanswered = attrs.evolve(silent, adopt_auth=OldAuth(AuthAnswer.UNANSWERED, "connection refused"))
+    step = plan(KEEP_OLD, unanswered)
+    assert isinstance(step, Wait) and "no member of the cluster to adopt answers" in step.reason
+
+
+def test_auth_not_known_to_be_off_is_waited_for_never_taken_for_off():
+    for unknown in (None, OldAuth(AuthAnswer.UNANSWERED, "no answer in 3s")):
+        step = plan(KEEP_OLD, attrs.evolve(adopting(0), adopt_auth=unknown))
+        assert isinstance(step, Wait) and "not yet known whether" in step.reason, step
+    assert plan(KEEP_OLD, adopting(0)) == AddLearner("demo-0")  # off: the first member joins
+
+
+def test_once_a_member_of_ours_runs_auth_is_not_asked_about_again():
+    """The first member joined with auth off; auth later is the auth child's (spec.security.auth)."""
+    view = attrs.evolve(adopting(2), adopt_auth=None)
+    assert plan(KEEP_OLD, view) == AddLearner("demo-2")

@@ -123,3 +123,18 @@ def test_turning_auth_off_keeps_the_users():
     state = apply(EMPTY, auth_steps(SPEC, EMPTY))
     off = AuthSpec(enabled=False, users=(APP,), roles=(APP_RW,))
     assert auth_steps(off, state) == [AuthStep(Op.AUTH_DISABLE)]
+
+
+def test_a_changed_password_source_is_applied_to_an_existing_user_only():
+    with_password = UserSpec("app", ("app-rw",), password_secret="app-etcd-password")
+    spec = AuthSpec(enabled=True, users=(with_password, UserSpec("ops")), roles=(APP_RW,))
+    state = apply(EMPTY, auth_steps(spec, EMPTY))
+    assert auth_steps(spec, state) == []  # unchanged: nothing
+    change = AuthStep(Op.USER_PASSWORD, "app", password_secret="app-etcd-password")
+    assert auth_steps(spec, state, frozenset({"app", "ops"})) == [change]  # ops has no password
+    assert change.describe() == "change password of user app"
+    # A user not in etcd yet is made with its password, not changed.
+    assert AuthStep(Op.USER_ADD, "app", password_secret="app-etcd-password") in auth_steps(
+        spec, EMPTY, frozenset({"app"})
+    )
+    assert not [s for s in auth_steps(spec, EMPTY, frozenset({"app"})) if s.op is Op.USER_PASSWORD]

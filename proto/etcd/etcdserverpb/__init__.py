@@ -552,6 +552,18 @@ class AuthUserDeleteResponse(betterproto.Message):
 
 
 @dataclass(eq=False, repr=False)
+class AuthUserChangePasswordRequest(betterproto.Message):
+    name: str = betterproto.string_field(1)
+    password: str = betterproto.string_field(2)
+    hashed_password: str = betterproto.string_field(3)
+
+
+@dataclass(eq=False, repr=False)
+class AuthUserChangePasswordResponse(betterproto.Message):
+    header: "ResponseHeader" = betterproto.message_field(1)
+
+
+@dataclass(eq=False, repr=False)
 class AuthUserGrantRoleRequest(betterproto.Message):
     user: str = betterproto.string_field(1)
     role: str = betterproto.string_field(2)
@@ -1344,6 +1356,23 @@ class AuthStub(betterproto.ServiceStub):
             metadata=metadata,
         )
 
+    async def user_change_password(
+        self,
+        auth_user_change_password_request: "AuthUserChangePasswordRequest",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "AuthUserChangePasswordResponse":
+        return await self._unary_unary(
+            "/etcdserverpb.Auth/UserChangePassword",
+            auth_user_change_password_request,
+            AuthUserChangePasswordResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class KvBase(ServiceBase):
 
@@ -1879,6 +1908,11 @@ class AuthBase(ServiceBase):
     ) -> "AuthRoleRevokePermissionResponse":
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def user_change_password(
+        self, auth_user_change_password_request: "AuthUserChangePasswordRequest"
+    ) -> "AuthUserChangePasswordResponse":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def __rpc_auth_enable(
         self, stream: "grpclib.server.Stream[AuthEnableRequest, AuthEnableResponse]"
     ) -> None:
@@ -1997,6 +2031,14 @@ class AuthBase(ServiceBase):
         response = await self.role_revoke_permission(request)
         await stream.send_message(response)
 
+    async def __rpc_user_change_password(
+        self,
+        stream: "grpclib.server.Stream[AuthUserChangePasswordRequest, AuthUserChangePasswordResponse]",
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.user_change_password(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
         return {
             "/etcdserverpb.Auth/AuthEnable": grpclib.const.Handler(
@@ -2094,5 +2136,11 @@ class AuthBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 AuthRoleRevokePermissionRequest,
                 AuthRoleRevokePermissionResponse,
+            ),
+            "/etcdserverpb.Auth/UserChangePassword": grpclib.const.Handler(
+                self.__rpc_user_change_password,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                AuthUserChangePasswordRequest,
+                AuthUserChangePasswordResponse,
             ),
         }
