@@ -8,6 +8,11 @@ Issue 28's measures, each against a reference in the same run:
   by the same run's reference: the operator's own member pods started at once
   (tests/harness/formation.twin_members) -> all Ready, timed with kubeadm's DNS (under a denial
   cache the reference itself never forms: see formation()); target <= 1.5x both ways;
+- a member added (scale 3 -> 4: no pod made ahead for it, as for a replacement) to a cluster
+  with a history (HISTORY writes: the new member is sent a snapshot) -> Running with four
+  healthy voters, with kubeadm's CoreDNS and with denials cached, and the ratio of the medians:
+  a new member's name must resolve when etcd's leader first looks it up (target <= 1.5x; an
+  etcd stall of ~30 s that the README describes makes single runs bimodal);
 - node loss: a member's node stopped (kubelet, containerd gone, pods frozen) -> the cluster back
   at three voters on the other nodes (median of --loss-runs, default unresponsiveAfter 30s);
 - drains: `kubectl drain` of each node in turn under a client workload -> total time, and the
@@ -24,22 +29,33 @@ import contextlib
 import os
 import statistics
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import trio
+
 from bench.report import median_line, write_result
+from supervisor.aio import open_asyncio_loop
+from supervisor.etcd import EtcdClient
 from tests.harness import images
 from tests.harness import members_on_nodes as on
 from tests.harness.cluster import Cluster
 from tests.harness.components import MissingComponent
 from tests.harness.formation import form_cluster, run_operator, time_static_cluster, twin_members
 from tests.harness.nodes import ROOT, Nodes, open_nodes
+from tests.harness.watch import KubectlWatch
 
 TARGET = 1.5
 DENIAL_CACHE = 5
+# Writes before a member is added: past etcd's snapshot count (10000 by default in 3.6), so its
+# log no longer starts at the beginning and a new member is sent a snapshot, as on any cluster
+# that has been serving for a while.
+HISTORY = 12_000
+WRITERS = 32
 
 
 @contextlib.contextmanager
@@ -79,6 +95,70 @@ def formation(nodes: Nodes, cluster: Cluster, runs: int) -> dict[str, Any]:
         print(median_line(f"EtcdCluster -> Running ({label})", operator[key]))
         print(f"  ratio ({label}): median {statistics.median(ratios):.2f}x (target <= {TARGET}x)")
     return out
+
+
+def member_added(nodes: Nodes, cluster: Cluster, runs: int) -> dict[str, Any]:
+    """Per run and DNS setting: a 3-member TLS cluster formed, given HISTORY writes (the log
+    compacted past its start, so the new member is sent a snapshot, over a connection etcd's
+    leader dials to the new member's name), then `size: 4` -> Running with four ready voters;
+    the ratio of the two settings' medians."""
+    added: dict[str, list[float]] = {"no_cache": [], "denial_cache": []}
+    for i in range(runs):
+        for key, cache in (("no_cache", None), ("denial_cache", DENIAL_CACHE)):
+            nodes.cache_denials(cache)
+            with namespace(cluster, f"bench-add-{i}") as ns:
+                form_cluster(cluster, ns, "grown", tls=True)
+                write_history(cluster, ns, "grown", ROOT / "bench" / f"add-{i}")
+                added[key].append(time_scale_up(cluster, ns, "grown", 4))
+        nodes.cache_denials(None)
+        print(
+            f"  run {i + 1}: 4th member added with kubeadm DNS {added['no_cache'][-1]:.2f} s, "
+            f"with denials cached {added['denial_cache'][-1]:.2f} s"
+        )
+    ratio = statistics.median(added["denial_cache"]) / statistics.median(added["no_cache"])
+    print(median_line("size 3 -> 4 -> Running (kubeadm DNS)", added["no_cache"]))
+    print(median_line(f"size 3 -> 4 -> Running (denials cached {DENIAL_CACHE} s)", added["denial_cache"]))
+    print(f"  ratio (denials cached / kubeadm DNS): {ratio:.2f}x (target <= {TARGET}x)")
+    return {**{k: {"seconds": v, "median_s": statistics.median(v)} for k, v in added.items()}, "ratio": ratio}
+
+
+def write_history(cluster: Cluster, ns: str, name: str, work: Path) -> None:
+    """HISTORY puts, WRITERS at a time, from this host to the members' pod addresses."""
+    urls, tls = on.endpoints(cluster, ns, name), on.client_tls(cluster, ns, name, work / "tls")
+
+    async def write() -> None:
+        etcd = EtcdClient(urls, tls=tls)
+        left = iter(range(HISTORY))
+
+        async def writer() -> None:
+            for n in left:
+                await etcd.put(f"history/{n % 100}".encode(), b"x" * 100)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for _ in range(WRITERS):
+                    nursery.start_soon(writer)
+        finally:
+            await etcd.aclose()
+
+    async def in_loop() -> None:
+        async with open_asyncio_loop():  # grpclib runs on asyncio, bridged by trio-asyncio
+            await write()
+
+    trio.run(in_loop)
+
+
+def time_scale_up(cluster: Cluster, ns: str, name: str, size: int) -> float:
+    """`spec.size` patched -> the API server shows the cluster Running with `size` ready voters."""
+    args = ["etcdclusters", "-n", ns, f"--field-selector=metadata.name={name}"]
+    with KubectlWatch(cluster.kubeconfig, args, "{.status.phase} {.status.readyReplicas}{'\\n'}") as seen:
+        start = time.monotonic()
+        cluster.kubectl(
+            "patch", "etcdcluster", name, "-n", ns, "--type=merge", "-p", f'{{"spec":{{"size":{size}}}}}'
+        )
+        return (
+            seen.until(f"{name} Running at {size}", lambda lines: lines[-1] == f"Running {size}", 180) - start
+        )
 
 
 def time_twins(cluster: Cluster, ns: str) -> float:
@@ -127,7 +207,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="formation runs per DNS setting")
     parser.add_argument("--loss-runs", type=int, default=5)
-    parser.add_argument("--only", choices=["formation", "loss", "drains"], help="one measure alone")
+    parser.add_argument("--only", choices=["formation", "added", "loss", "drains"], help="one measure alone")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_nodes: skipped, the built-in nodes need root")
@@ -148,6 +228,8 @@ def main() -> None:
             result: dict[str, Any] = {"etcd_version": version, "target": TARGET}
             if args.only in (None, "formation"):
                 result["formation"] = formation(nodes, cluster, args.runs)
+            if args.only in (None, "added"):
+                result["member_added"] = member_added(nodes, cluster, args.runs)
             if args.only in (None, "loss"):
                 result["node_loss"] = node_loss(nodes, cluster, args.loss_runs)
             if args.only in (None, "drains"):
