@@ -454,6 +454,19 @@ async def test_pods_made_ahead_are_made_in_the_order_their_members_come(
         assert [pod["metadata"]["name"] for pod in in_order] == ["ahead-1", "ahead-2", "ahead-3", "ahead-4"]
 
 
+async def _adopted_by_start(runtime: KubeRuntime, admin: KubeClient, launch: MemberLaunch) -> dict[str, Any]:
+    """The member's warm pod once start_member has adopted it (the start is then cancelled: no
+    kubelet runs here, so it would wait for the gate, warm.WARM_SETUP, 10 s, in vain)."""
+    path = m.core_path(launch.cluster.namespace, "pods", launch.name)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runtime.start_member, launch)
+        pod = await eventually(
+            lambda: admin.get(path), lambda pod: not warm.is_warm(pod), within=5, every=0.05, what="adopted"
+        )
+        nursery.cancel_scope.cancel()
+    return pod
+
+
 async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
     kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
 ) -> None:
@@ -472,17 +485,7 @@ async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
         learner = warm.next_launch(seed, cluster_domain=m.DEFAULT_CLUSTER_DOMAIN)
         assert learner is not None and learner.name == "early-1"
         assert await runtime.allocate_member(ref, "early-1", spec) == learner.urls
-        path = m.core_path(ns, "pods", "early-1")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(runtime.start_member, learner)
-            pod = await eventually(  # the wait for the gate lasts warm.WARM_SETUP (10 s)
-                lambda: admin.get(path),
-                lambda pod: not warm.is_warm(pod),
-                within=5,
-                every=0.05,
-                what="a cold pod",
-            )
-            nursery.cancel_scope.cancel()
+        pod = await _adopted_by_start(runtime, admin, learner)
         assert pod["metadata"]["labels"] == {**m.member_labels(ref, "early-1"), m.LABEL_PEER_RECORD: "true"}
         assert not (pod.get("status") or {}).get("podIP")
 
@@ -512,12 +515,7 @@ async def test_a_member_about_to_be_added_gets_its_pod_first_and_its_start_adopt
         assert m.peer_record_selector(ref).items() <= pod["metadata"]["labels"].items()
         (claim,) = [v for v in pod["spec"]["volumes"] if v["name"] == "data"]
         assert claim["persistentVolumeClaim"]["claimName"] == m.volume_claim_name("announced-5")
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(runtime.start_member, launch)
-            adopted = await eventually(
-                lambda: admin.get(path), lambda p: not warm.is_warm(p), within=5, every=0.05, what="adopted"
-            )
-            nursery.cancel_scope.cancel()
+        adopted = await _adopted_by_start(runtime, admin, launch)
         assert adopted["metadata"]["uid"] == pod["metadata"]["uid"]  # the same pod, not a new one
 
 
