@@ -366,12 +366,6 @@ class AddLearner(Action):
         cluster = ctx.observed.cluster
         # Addresses first, so etcd never lists a peer URL the runtime cannot serve.
         urls = await ctx.runtime.allocate_member(cluster, self.name, ctx.spec)
-        # What it starts with follows from the membership this step adds it to.
-        joining = ctx.observed.initial_cluster(self.name, urls.peer_url)
-        launch = MemberLaunch(cluster, self.name, urls, joining, "existing", ctx.spec)
-        # Its name resolves before etcd hears of it: a DNS that keeps denials would otherwise
-        # answer the leader's first lookup with one for as long as it keeps them (5 s).
-        await ctx.runtime.prepare_member(launch)
         try:
             await ctx.admin.add_learner(ctx.endpoints, urls.peer_url)
         except EtcdError:
@@ -379,10 +373,11 @@ class AddLearner(Action):
             # removes the learner that has no runtime member.
             await ctx.runtime.delete_member(cluster, self.name)
             raise
-        # Started in the same step: a fresh look first would cost a bootstrap a round of
-        # listings per member. A start that fails leaves a learner not started, which the
-        # learner planner starts again.
-        await ctx.runtime.start_member(launch)
+        # Started in the same step: what it starts with follows from what this step did, and a
+        # fresh look first would cost a bootstrap a round of listings per member. A start that
+        # fails leaves a learner not started, which the learner planner starts again.
+        joining = ctx.observed.initial_cluster(self.name, urls.peer_url)
+        await ctx.runtime.start_member(MemberLaunch(cluster, self.name, urls, joining, "existing", ctx.spec))
         return self.done()
 
     def describe(self) -> str:

@@ -54,14 +54,6 @@ class MemberRuntime(Protocol):
         """
         ...
 
-    async def prepare_member(self, launch: MemberLaunch) -> None:
-        """Before etcd is told of a new member (`launch`, as start_member will get it): make
-        ready what its start needs, so that its name resolves by the time etcd's leader looks
-        it up, at once (Kubernetes: its pod, behind a gate, with an address). A head start only:
-        start_member works without it, and it never fails the step.
-        """
-        ...
-
     async def start_member(self, launch: MemberLaunch) -> None:
         """Start (or restart, keeping its data) one member. A no-op if it already runs.
 

@@ -89,9 +89,6 @@ class InstantCluster:
         self.runtime[name] = RuntimeMember(name, urls, ProcessState.ABSENT, False)
         return urls
 
-    async def prepare_member(self, launch) -> None:  # type: ignore[no-untyped-def]
-        pass
-
     async def start_member(self, launch) -> None:  # type: ignore[no-untyped-def]
         self.runtime[launch.name] = RuntimeMember(launch.name, launch.urls, ProcessState.RUNNING, True)
         if launch.initial_cluster_state == "new":

@@ -251,14 +251,6 @@ class KubeRuntime:
             path = m.core_path(ns, "persistentvolumeclaims", m.volume_claim_name(name))
             await self._client.merge_patch(path, warm.adoption_patch(owner.ref, name))
 
-    async def prepare_member(self, launch: MemberLaunch) -> None:
-        """The new member's pod, behind its gate, until it has an address (warm_pods.py
-        announce): the peer Service publishes it, so the member's name resolves before etcd
-        hears of it. start_member then adopts it; without a helper image, nothing is made."""
-        owner, _, _ = await self._read_cluster(launch.cluster)
-        trust = await self._trust(launch)
-        await self._warm.announce(owner, launch, trust, avoid_nodes=self._nodes_to_avoid(launch.cluster))
-
     @refusals_fail_the_step
     async def start_member(self, launch: MemberLaunch) -> None:
         ref, ns = launch.cluster, launch.cluster.namespace

@@ -26,10 +26,6 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-# How long a member about to be added waits for its pod's address (a node gives one in about a
-# second): longer, and it is added anyway, its name resolving a little later.
-ANNOUNCE_WITHIN = 5.0
-
 
 class WarmPods:
     """Makes, adopts and sweeps one runtime's warm pods.
@@ -81,48 +77,19 @@ class WarmPods:
         # order it hears of them, and made side by side the last one needed was as often as
         # not set up first, while the next learner's pod waited (a relist, up to a second).
         for ahead in upcoming:
-            claim = warm.warm_claim(owner, ahead)
-            await self._make_warm(owner, ahead, image, trust, claim=claim, avoid_nodes=avoid_nodes)
-
-    async def announce(
-        self, owner: m.Owner, launch: MemberLaunch, trust: str, *, avoid_nodes: Sequence[str] = ()
-    ) -> None:
-        """The warm pod of a member about to be added (its claim is made already), unless one
-        was made ahead, and until it has an address, at most ANNOUNCE_WITHIN: the peer Service
-        publishes it (manifests.peer_service), so the member's name resolves when etcd's leader
-        first looks it up. A head start only: whatever goes wrong, the member is made as usual."""
-        image = await self._helper_image()
-        if image is None:
-            return
-        path = m.core_path(owner.ref.namespace, "pods", launch.name)
-        try:
-            await self._make_warm(owner, launch, image, trust, claim=None, avoid_nodes=avoid_nodes)
-            with trio.move_on_after(ANNOUNCE_WITHIN):
-                while True:
-                    if _address(await self._client.get_or_none(path)):
-                        return
-                    await trio.sleep(min(self._poll, 0.1))
-        except KubeError as exc:
-            log.info("the pod of %s of %s not made ahead of its addition: %s", launch.name, owner.ref, exc)
+            await self._make_warm(owner, ahead, image, trust, avoid_nodes)
 
     async def _make_warm(
-        self,
-        owner: m.Owner,
-        ahead: MemberLaunch,
-        image: str,
-        trust: str,
-        *,
-        claim: Obj | None,
-        avoid_nodes: Sequence[str],
+        self, owner: m.Owner, ahead: MemberLaunch, image: str, trust: str, avoid_nodes: Sequence[str]
     ) -> None:
-        """A warm pod for `ahead`, and `claim` before it when given (None: the member's claim
-        is made already)."""
         ns = owner.ref.namespace
+        # Kept off the nodes the member's own pod would be kept off (lately lost ones).
         member = m.member_pod(owner, ahead, consecutive_failures=0, trust=trust, avoid_nodes=avoid_nodes)
         pod = warm.warm_pod(owner, member, helper_image=image, token=secrets.token_hex(16))
         try:
-            if claim is not None:
-                await self._client.create(m.core_path(ns, "persistentvolumeclaims"), claim)
+            await self._client.create(
+                m.core_path(ns, "persistentvolumeclaims"), warm.warm_claim(owner, ahead)
+            )
             made = await self._client.create(m.core_path(ns, "pods"), pod)
         except KubeError as exc:
             if not is_conflict(exc):  # a conflict: made ahead by an earlier start already
@@ -198,7 +165,3 @@ class WarmPods:
                 await self._client.delete_if_exists(m.core_path(ns, "persistentvolumeclaims", name))
         except KubeError as exc:
             log.info("warm pods of %s not swept: %s", ref, exc)
-
-
-def _address(pod: Obj | None) -> str:
-    return str(((pod or {}).get("status") or {}).get("podIP") or "")

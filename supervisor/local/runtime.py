@@ -220,9 +220,6 @@ class LocalRuntime:
         log.info("allocated %s/%s peer %s client %s", cluster, name, urls.peer_url, urls.client_url)
         return urls
 
-    async def prepare_member(self, launch: MemberLaunch) -> None:
-        """Nothing to do: members are reached at loopback ports, named by no DNS."""
-
     async def start_member(self, launch: MemberLaunch) -> None:
         key = (launch.cluster, launch.name)
         if self._closing:

@@ -69,9 +69,6 @@ class MemoryWorld:
         self.runtime[name] = RuntimeMember(name, urls, ProcessState.ABSENT, False)
         return urls
 
-    async def prepare_member(self, launch):
-        self.calls["prepare"] += 1
-
     async def start_member(self, launch):
         if self.namespace_deleted:
             self.calls["refused_start"] += 1

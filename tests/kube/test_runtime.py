@@ -490,35 +490,6 @@ async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
         assert not (pod.get("status") or {}).get("podIP")
 
 
-async def test_a_member_about_to_be_added_gets_its_pod_first_and_its_start_adopts_it(
-    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
-) -> None:
-    """prepare_member, between a new member's allocation and etcd's member add: the member's
-    pod is made then, behind its gate (published by the peer Service, so the name resolves when
-    etcd's leader looks it up: tests/nodes/test_peer_records.py), on the claim allocated, and it
-    is the pod the start adopts. No kubelet runs here: the pod never gets an address, and the
-    wait for one ends after ANNOUNCE_WITHIN."""
-    ns = kube_namespace
-    ref = ClusterRef(ns, "announced")
-    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
-        await create_cluster(admin, ns, "announced")
-        runtime = KubeRuntime(op, helper_image="example.test/etcd-supervisor:1", poll_interval=0.1)
-        spec = ClusterSpec(size=3)
-        # A replacement: no warm pod was made ahead for it (the cluster is not growing).
-        urls = await runtime.allocate_member(ref, "announced-5", spec)
-        members = (("announced-0", "http://x:2380"), ("announced-5", urls.peer_url))
-        launch = MemberLaunch(ref, "announced-5", urls, members, "existing", spec)
-        await runtime.prepare_member(launch)
-        path = m.core_path(ns, "pods", "announced-5")
-        pod = await admin.get(path)
-        assert warm.is_warm(pod)
-        assert m.peer_record_selector(ref).items() <= pod["metadata"]["labels"].items()
-        (claim,) = [v for v in pod["spec"]["volumes"] if v["name"] == "data"]
-        assert claim["persistentVolumeClaim"]["claimName"] == m.volume_claim_name("announced-5")
-        adopted = await _adopted_by_start(runtime, admin, launch)
-        assert adopted["metadata"]["uid"] == pod["metadata"]["uid"]  # the same pod, not a new one
-
-
 async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_one(
     kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
 ) -> None:

@@ -1,7 +1,7 @@
 """The member to come has its DNS record before it is added (manifests.peer_service says why):
-the warm pod the operator makes ahead of a member, or just before adding it (prepare_member),
-is published by the peer Service under the member's name, so etcd's leader, looking the new
-learner up the moment it is added, finds it, even through a DNS that keeps denials."""
+the warm pod the operator makes ahead of a member is published by the peer Service under the
+member's name, so etcd's leader, looking the new learner up the moment it is added, finds it,
+even through a DNS that keeps denials."""
 
 from __future__ import annotations
 
@@ -39,18 +39,6 @@ async def _start_the_seed(kubeconfig: Path, ref: ClusterRef, resource: dict) -> 
         await runtime.start_member(MemberLaunch(ref, seed, urls, ((seed, urls.peer_url),), "new", spec))
 
 
-async def _prepare_a_replacement(kubeconfig: Path, ref: ClusterRef, resource: dict, name: str) -> None:
-    """What the operator does for a member about to be added that no warm pod was made ahead
-    for (a replacement, the first member of a scale-up), up to etcd's member add, never made."""
-    spec = parse_spec(resource["spec"])
-    async with open_asyncio_loop(), open_kube_client(str(kubeconfig)) as client:
-        runtime = KubeRuntime(client, helper_image=images.OPERATOR_IMAGE)
-        urls = await runtime.allocate_member(ref, name, spec)
-        seed = m.member_urls(ref, f"{ref.name}-0", tls=False)
-        joining = ((f"{ref.name}-0", seed.peer_url), (name, urls.peer_url))
-        await runtime.prepare_member(MemberLaunch(ref, name, urls, joining, "existing", spec))
-
-
 def test_a_warm_pods_member_name_resolves_before_the_member_is_added(
     three_nodes: Nodes, etcd_nodes: Cluster, nodes_namespace: str
 ) -> None:
@@ -62,13 +50,6 @@ def test_a_warm_pods_member_name_resolves_before_the_member_is_added(
         trio.run(_start_the_seed, three_nodes.kubeconfig, ref, resource)
         for member in (f"{name}-1", f"{name}-2"):
             _resolves_to_its_warm_pod(three_nodes, ref, member, within=60)
-        # A member with no warm pod made ahead: made when it is about to be added. Once that
-        # returns, its name resolves (the record travels from the pod's address through the
-        # endpoints to CoreDNS: a moment, allowed here).
-        replacement = f"{name}-7"
-        trio.run(_prepare_a_replacement, three_nodes.kubeconfig, ref, resource, replacement)
-        assert _pod_ip(three_nodes, ns, replacement), "prepare_member returned before the pod had an address"
-        _resolves_to_its_warm_pod(three_nodes, ref, replacement, within=3)
     finally:
         # No operator runs here to release its finalizer: the cluster goes with its pods.
         etcd_nodes.kubectl(
