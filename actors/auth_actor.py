@@ -12,12 +12,12 @@ last while auth is unused (`auth_plan.unused`: the spec asks for nothing, and et
 with auth off and no user of the supervisor's): most clusters, which would otherwise be read
 (three calls) every LOOK for nothing; auth turned on by hand on such a cluster is then seen at
 the next look, not within LOOK. Each look that changes something is an Event `AuthReconciled`
-naming the steps; a
-refusal is a warning `AuthReconcileFailed` (once per streak) and is tried again at the next look.
-Users and roles are etcd's, not membership: this child changes them itself, beside the cluster
-actor's steps, as the certificates child renews certificates. A password source that changed is
-applied at the next look (each look reads every password of an existing user; which differ from
-what etcd holds, actors/auth_passwords.py, with the memory of this child's PasswordBook).
+naming the steps; a refusal is a warning `AuthReconcileFailed` (once per streak) and is tried
+again at the next look. Users and roles are etcd's, not membership: this child changes them
+itself, beside the cluster actor's steps, as the certificates child renews certificates. A
+password source that changed is applied at the next look (each look reads every password of an
+existing user; which differ from what etcd holds, actors/auth_passwords.py, with the memory of
+this child's PasswordBook).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class AuthReconciler:
         observed = self._context.feed.latest
         if resource.suspended or spec.hibernate or observed is None or not observed.has_quorum():
             return Look.FAILED
-        if not_begun(spec, observed.runtime):
+        if not_begun(spec, observed.runtime):  # the old cluster is left as it is till then
             return Look.FAILED
         try:
             endpoints = observed.endpoints()

@@ -454,9 +454,10 @@ async def test_pods_made_ahead_are_made_in_the_order_their_members_come(
         assert [pod["metadata"]["name"] for pod in in_order] == ["ahead-1", "ahead-2", "ahead-3", "ahead-4"]
 
 
-async def _adopted_by_start(runtime: KubeRuntime, admin: KubeClient, launch: MemberLaunch) -> dict[str, Any]:
-    """The member's warm pod once start_member has adopted it (the start is then cancelled: no
-    kubelet runs here, so it would wait for the gate, warm.WARM_SETUP, 10 s, in vain)."""
+async def _first_cold_pod(runtime: KubeRuntime, admin: KubeClient, launch: MemberLaunch) -> dict[str, Any]:
+    """The member's pod as first seen not warm while start_member runs: its warm pod adopted, or
+    a pod made in its place (the start is then cancelled: no kubelet runs here, so an adopted
+    pod's wait for its gate would last warm.WARM_SETUP, 10 s, in vain)."""
     path = m.core_path(launch.cluster.namespace, "pods", launch.name)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(runtime.start_member, launch)
@@ -485,9 +486,39 @@ async def test_a_warm_pod_is_adopted_before_its_gate_is_waited_for(
         learner = warm.next_launch(seed, cluster_domain=m.DEFAULT_CLUSTER_DOMAIN)
         assert learner is not None and learner.name == "early-1"
         assert await runtime.allocate_member(ref, "early-1", spec) == learner.urls
-        pod = await _adopted_by_start(runtime, admin, learner)
+        pod = await _first_cold_pod(runtime, admin, learner)
         assert pod["metadata"]["labels"] == {**m.member_labels(ref, "early-1"), m.LABEL_PEER_RECORD: "true"}
         assert not (pod.get("status") or {}).get("podIP")
+
+
+async def test_a_warm_pod_made_before_a_node_was_lost_is_replaced_by_one_kept_off_it(
+    kube_apiserver: KubeAPIServer, operator_kubeconfig: Path, kube_namespace: str
+) -> None:
+    """A node lost after a warm pod was made (it may sit there): the member's start does not
+    adopt the warm pod, which lacks the keep-off rule, but makes the member's pod kept off that
+    node, as a pod made without warming would be."""
+    ns = kube_namespace
+    ref = ClusterRef(ns, "lost")
+    async with clients(kube_apiserver, operator_kubeconfig) as (op, admin):
+        await create_cluster(admin, ns, "lost")
+        runtime = KubeRuntime(op, helper_image="example.test/etcd-supervisor:1", poll_interval=0.1)
+        spec = ClusterSpec(size=3)
+        seed = launch_for(ref, "lost-0", await runtime.allocate_member(ref, "lost-0", spec), spec)
+        await runtime.start_member(seed)  # and makes lost-1's warm pod
+        learner = warm.next_launch(seed, cluster_domain=m.DEFAULT_CLUSTER_DOMAIN)
+        assert learner is not None
+        path = m.core_path(ns, "pods", learner.name)
+        made_ahead = await admin.get(path)
+        assert warm.is_warm(made_ahead)
+        # What delete_member records when it force-deletes a stranded member's pod.
+        runtime._lost_nodes[ref] = {"node-x": trio.current_time()}
+        await runtime.allocate_member(ref, learner.name, spec)
+        # The first pod of that name that is not warm: adopted, it would be the same pod.
+        pod = await _first_cold_pod(runtime, admin, learner)
+        assert pod["metadata"]["uid"] != made_ahead["metadata"]["uid"]
+        required = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        off = {"key": "metadata.name", "operator": "NotIn", "values": ["node-x"]}
+        assert all(off in term["matchFields"] for term in required["nodeSelectorTerms"])
 
 
 async def test_a_new_pod_on_its_node_without_an_address_is_nudged_until_it_has_one(
