@@ -461,10 +461,16 @@ async def _first_cold_pod(runtime: KubeRuntime, admin: KubeClient, launch: Membe
     path = m.core_path(launch.cluster.namespace, "pods", launch.name)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(runtime.start_member, launch)
+        # get_or_none: a warm pod replaced is gone for a moment before the new one is made.
         pod = await eventually(
-            lambda: admin.get(path), lambda pod: not warm.is_warm(pod), within=5, every=0.05, what="adopted"
+            lambda: admin.get_or_none(path),
+            lambda pod: pod is not None and not warm.is_warm(pod),
+            within=5,
+            every=0.05,
+            what="a pod that is not warm",
         )
         nursery.cancel_scope.cancel()
+    assert pod is not None
     return pod
 
 
