@@ -79,14 +79,29 @@ def failures(sup: LocalSupervisor) -> list[str]:
     return [message for _, reason, message in sup.recorder.events if reason == "CertificatesRenewalFailed"]
 
 
+def note_pids(status: ClusterStatus | None, seen: dict[str, set[int]]) -> None:
+    for member in status.members if status else ():
+        if member.pid is not None:
+            seen.setdefault(member.name, set()).add(member.pid)
+
+
 async def record_pids(sup: LocalSupervisor, ref: ClusterRef, seen: dict[str, set[int]]) -> None:
-    """Every process id each member had, as the status shows them: how many times each restarted."""
+    """Every process id each member had, as the status shows them: how many times each restarted.
+    Polled, as a status may change more than once between two wake-ups of a wait."""
     while True:
-        status = sup.recorder.statuses.get(ref)
-        for member in status.members if status else ():
-            if member.pid is not None:
-                seen.setdefault(member.name, set()).add(member.pid)
+        note_pids(sup.recorder.statuses.get(ref), seen)
         await trio.sleep(0.05)
+
+
+def restarted_once_each(seen: dict[str, set[int]]):
+    """A wait's predicate: healthy, every member seen with two process ids. The status it is
+    given is noted first: it may be the last change, which the poll has not seen yet."""
+
+    def predicate(status: ClusterStatus) -> bool:
+        note_pids(status, seen)
+        return is_healthy(status, 3) and all(len(seen.get(m.name, ())) >= 2 for m in status.members)
+
+    return predicate
 
 
 async def test_a_users_directory_serves_its_renewal_rolls_out_and_a_broken_one_is_reported(tmp_path):
@@ -114,11 +129,7 @@ async def test_a_users_directory_serves_its_renewal_rolls_out_and_a_broken_one_i
         async with trio.open_nursery() as nursery:
             nursery.start_soon(record_pids, sup, DEMO.ref, seen)
             renewed = write_leaves(source, ca)
-            status = await sup.wait_for(
-                DEMO.ref,
-                lambda s: is_healthy(s, 3) and all(len(seen.get(m.name, ())) >= 2 for m in s.members),
-                timeout=120,
-            )
+            status = await sup.wait_for(DEMO.ref, restarted_once_each(seen), timeout=120)
             await trio.sleep(3)  # a member restarted twice would show by now
             nursery.cancel_scope.cancel()
         assert {name: len(pids) for name, pids in seen.items()} == {m.name: 2 for m in status.members}
