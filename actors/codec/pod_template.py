@@ -62,6 +62,11 @@ def key_path(path: str, key: object) -> str:
     return f"{path}[{json.dumps(str(key))}]"
 
 
+def valid_label_value(value: str) -> bool:
+    """A label value as Kubernetes takes it (empty included)."""
+    return not value or bool(_NAME.match(value))
+
+
 def valid_key(key: str) -> bool:
     """A label or annotation key as Kubernetes takes it: [prefix/]name."""
     prefix, _, name = key.rpartition("/")
@@ -137,7 +142,7 @@ def _string_map(
             r.fail(where, "is not a valid key ([prefix/]name, name at most 63 characters)")
         elif owned is not None and owned(str(k)):
             r.fail(where, "owned by the supervisor")
-        elif label_values and v and not _NAME.match(v):
+        elif label_values and not valid_label_value(v):
             r.fail(where, LABEL_VALUE_RULE)
         else:
             out[str(k)] = v

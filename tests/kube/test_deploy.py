@@ -192,6 +192,10 @@ ALLOWED = [
         for v in ("create", "get", "list", "watch", "update", "patch", "delete")
     ],
     *[(v, "secrets", ["-n", "team-a"]) for v in ("create", "get", "list", "watch", "update", "delete")],
+    *[
+        (v, "networkpolicies.networking.k8s.io", ["-n", "team-a"])
+        for v in ("create", "get", "update", "delete")
+    ],
     *[(v, r, ["-n", "team-a"]) for r in ("events", "events.events.k8s.io") for v in ("create", "patch")],
     *[(v, "leases.coordination.k8s.io", ["-n", OPERATOR_NAMESPACE]) for v in ("get", "create", "update")],
 ]
@@ -215,6 +219,7 @@ DENIED = [
     ("patch", "secrets", ["-n", "team-a"]),
     ("create", "persistentvolumes", []),
     ("delete", "events", ["-n", "team-a"]),
+    ("list", "networkpolicies.networking.k8s.io", ["-n", "team-a"]),
     # Leader election only in its own namespace, and it never deletes the Lease.
     ("create", "leases.coordination.k8s.io", ["-n", "team-a"]),
     ("delete", "leases.coordination.k8s.io", ["-n", OPERATOR_NAMESPACE]),

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds kube-router (its NetworkPolicy controller is what enforces the EtcdClusters' policies on
+# the three-node tier, tests/harness/netpol.py) from its Go module into a cache outside the
+# clone, once per pinned version:
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/etcd-supervisor/kube-router/<version>/kube-router
+# Prints the path of the binary. Its iptables rules need the ipset tool (Debian's `ipset`).
+#
+# Why kube-router and not sigs.k8s.io/kube-network-policies: the latter hands packets to
+# userspace through nftables' `queue` expression, which needs CONFIG_NFT_QUEUE; kernels without
+# it (this machine's has no modules and no nft_queue) refuse its rules. kube-router's iptables
+# and ipset rules use only xtables matches (set, physdev, addrtype, conntrack, mark, comment).
+set -euo pipefail
+version=v2.1.0
+out="${XDG_CACHE_HOME:-$HOME/.cache}/etcd-supervisor/kube-router/$version"
+if ! command -v ipset >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian ipset (kube-router's NetworkPolicy rules)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ipset >/dev/null) >&2
+  else
+    echo "ipset missing and cannot be installed here" >&2
+    exit 1
+  fi
+fi
+if [ ! -x "$out/kube-router" ]; then
+  mkdir -p "$out"
+  echo "building kube-router $version into $out (once; a few minutes)" >&2
+  # Into a temporary GOBIN first: a concurrent caller never runs a half-written binary.
+  tmp=$(mktemp -d "$out/build.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  # `go install module@version` builds with the module's own go.sum, outside any local module.
+  GOBIN="$tmp" CGO_ENABLED=0 nice -n 10 go install -trimpath -ldflags=-s \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$version" >&2
+  mv -f "$tmp/kube-router" "$out/kube-router"
+fi
+echo "$out/kube-router"
