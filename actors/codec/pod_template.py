@@ -149,6 +149,11 @@ def _string_map(
     return out
 
 
+def label_map(doc: Mapping[str, Any], key: str, path: str, r: Reader) -> dict[str, str]:
+    """Label keys to label values as Kubernetes takes them (a selector's matchLabels)."""
+    return _string_map(doc, key, path, r, label_values=True)
+
+
 def _annotations(metadata: Mapping[str, Any], r: Reader) -> dict[str, str]:
     path = f"{PATH}.metadata.annotations"
     out = _string_map(metadata, "annotations", path, r, owned=owned_annotation)
@@ -174,8 +179,18 @@ def _items(
     check: Callable[[Mapping[str, Any], str, Reader], bool],
 ) -> tuple[Mapping[str, Any], ...]:
     """A list of objects of the `allowed` keys, each checked by `check` (False: left out)."""
-    path = f"{PATH}.spec.{key}"
-    value = settings.get(key)
+    return object_list(settings.get(key), f"{PATH}.spec.{key}", r, allowed, check)
+
+
+def object_list(
+    value: object,
+    path: str,
+    r: Reader,
+    allowed: set[str],
+    check: Callable[[Mapping[str, Any], str, Reader], bool],
+) -> tuple[Mapping[str, Any], ...]:
+    """`value` as a list of objects of the `allowed` keys, each checked by `check` (False: left
+    out); () when absent."""
     if value is None:
         return ()
     if not isinstance(value, list):

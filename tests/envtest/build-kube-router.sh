@@ -11,7 +11,6 @@
 # and ipset rules use only xtables matches (set, physdev, addrtype, conntrack, mark, comment).
 set -euo pipefail
 version=v2.1.0
-out="${XDG_CACHE_HOME:-$HOME/.cache}/etcd-supervisor/kube-router/$version"
 if ! command -v ipset >/dev/null; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     echo "installing Debian ipset (kube-router's NetworkPolicy rules)" >&2
@@ -21,15 +20,4 @@ if ! command -v ipset >/dev/null; then
     exit 1
   fi
 fi
-if [ ! -x "$out/kube-router" ]; then
-  mkdir -p "$out"
-  echo "building kube-router $version into $out (once; a few minutes)" >&2
-  # Into a temporary GOBIN first: a concurrent caller never runs a half-written binary.
-  tmp=$(mktemp -d "$out/build.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
-  # `go install module@version` builds with the module's own go.sum, outside any local module.
-  GOBIN="$tmp" CGO_ENABLED=0 nice -n 10 go install -trimpath -ldflags=-s \
-    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$version" >&2
-  mv -f "$tmp/kube-router" "$out/kube-router"
-fi
-echo "$out/kube-router"
+exec "$(dirname "$0")/go-install-cached.sh" kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router "$version"

@@ -14,11 +14,9 @@ which a policy admits only by an ipBlock (the operator's `--operator-cidr`).
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 
-from tests.harness.components import MissingComponent
+from tests.harness.components import go_install_cached
 
 BUILD = Path(__file__).resolve().parents[1] / "envtest" / "build-kube-router.sh"
 HEALTH_PORT = 20244  # kube-router's default; each node's namespace has its own
@@ -26,13 +24,7 @@ HEALTH_PORT = 20244  # kube-router's default; each node's namespace has its own
 
 def kube_router_binary() -> Path:
     """The binary build-kube-router.sh made for its pinned version; never built from a test."""
-    version = re.search(r"^version=(\S+)$", BUILD.read_text(), re.M)
-    assert version, f"no version= line in {BUILD}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    binary = cache / "etcd-supervisor" / "kube-router" / version.group(1) / "kube-router"
-    if not binary.exists():
-        raise MissingComponent(f"kube-router not built ({binary}): run `make netpol`")
-    return binary
+    return go_install_cached(BUILD, "kube-router", "netpol")
 
 
 def kube_router_args(*, kubeconfig: Path, node: str, service_cidr: str) -> list[str]:

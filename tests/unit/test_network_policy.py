@@ -200,7 +200,7 @@ def test_client_selector_is_read_as_a_label_selector() -> None:
         ({"matchLabels": {"app": 5}}, 'spec.security.clientSelector.matchLabels["app"]: must be a string'),
         (
             {"matchLabels": {"-bad": "x"}},
-            'spec.security.clientSelector.matchLabels["-bad"]: is not a valid label key',
+            'spec.security.clientSelector.matchLabels["-bad"]: is not a valid key',
         ),
         ({"matchLabels": {"app": "a b"}}, 'spec.security.clientSelector.matchLabels["app"]: a label value'),
         (
