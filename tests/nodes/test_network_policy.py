@@ -11,8 +11,9 @@ the three nodes (tests/harness/netpol.py), the operator on this host is admitted
 - networkPolicy: false deletes the policy, and the pod outside gets in.
 
 Reachability is read from inside each prober pod by busybox wget to a member's pod IP: a member
-port answers plain HTTP with TLS's "400 Bad Request" (connected), a rejected connection with
-"can't connect" (kube-router rejects what no policy admits)."""
+port, which speaks TLS, answers plain HTTP with "400 Bad Request" or by closing the connection
+("error getting response"): connected; a rejected connection says "can't connect" (kube-router
+rejects what no policy admits)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def reachable(nodes: Nodes, ns: str, pod: str, targets: list[str]) -> dict[str, 
     found: dict[str, bool] = {}
     for block in re.split(r"^== ", out, flags=re.M)[1:]:
         target, _, said = block.partition("\n")
-        if "Bad Request" in said:
+        if "Bad Request" in said or "error getting response" in said:  # connected, then TLS's answer
             found[target] = True
         elif "can't connect" in said or not said.strip():  # rejected, or silent until the timeout
             found[target] = False
