@@ -19,9 +19,9 @@ names and reach each other, the operator's receiver pods reach nothing):
 The operator: in a cluster, its pods (its namespace and its pod's labels, read at start); from
 outside (a laptop, a host process as in the tests) its connections arrive from an address that
 is no pod's, which a NetworkPolicy can only admit as an ipBlock: `--operator-cidr` (repeatable)
-names those. Implementations admit the pod's own node (the kubelet's probes) whatever the policy
-says (kube-router: traffic whose source is an address of the node; Calico and Cilium likewise),
-so readiness probes on the metrics port need no rule.
+names those. Traffic from the pod's own node (the kubelet's probes) is always allowed (Kubernetes'
+NetworkPolicy documentation; kube-router accepts what comes from the node's addresses), so
+readiness probes on the metrics port need no rule.
 """
 
 from __future__ import annotations
