@@ -6,7 +6,8 @@ The policy selects every pod of the cluster (its labels: members, warm pods, the
 verify and restore backups) and admits, ingress only (egress is left alone: members resolve
 names and reach each other, the operator's receiver pods reach nothing):
 
-- the peer port (2380) from the cluster's own member and warm pods, nothing else;
+- the peer port (2380) from the cluster's own member and warm pods, nothing else (but for a
+  cluster that adopts another, spec.adopt: its old members must reach it, from anywhere);
 - the client port (2379) from every pod of the cluster's namespace, from the operator, and from
   the pods `spec.security.clientSelector` selects in any namespace (the namespace's own pods are
   admitted already, so a selector confined to it would add nothing: it is there for clients
@@ -114,8 +115,15 @@ def network_policy(owner: m.Owner, spec: ClusterSpec, access: OperatorAccess) ->
         clients.append({"namespaceSelector": {}, "podSelector": dict(spec.client_selector)})
     monitoring = access.monitoring_namespace
     scraper: Obj = {"namespaceSelector": _namespace(monitoring)} if monitoring else {"podSelector": {}}
+    # An adopted cluster's old members (spec.adopt) are no pods of ours, often no pods at all
+    # (static pods, systemd units): no selector names them, and they must reach the new
+    # members' peer port, so an adopting cluster's peer port admits every source (TLS peers
+    # still authenticate each other by the peer CA).
+    peers: Obj = {"ports": _ports(m.PEER_PORT)}
+    if spec.adopt is None:
+        peers["from"] = [{"podSelector": etcd_pods(ref)}]
     ingress = [
-        {"from": [{"podSelector": etcd_pods(ref)}], "ports": _ports(m.PEER_PORT)},
+        peers,
         {"from": clients, "ports": _ports(m.CLIENT_PORT)},
         {"from": [scraper], "ports": _ports(m.METRICS_PORT)},
     ]

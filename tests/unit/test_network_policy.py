@@ -14,7 +14,7 @@ import pytest
 
 from actors.codec import parse_spec
 from actors.codec.fields import Reader
-from actors.model import ClusterSpec
+from actors.model import AdoptSpec, ClusterSpec
 from actors.pod_template import kubernetes_only
 from supervisor.kube import cluster_objects as objects
 from supervisor.kube import manifests as m
@@ -70,7 +70,8 @@ def _matches(peer: Mapping[str, Any], source: Source) -> bool:
 
 def admits(policy: Mapping[str, Any], source: Source, port: int) -> bool:
     return any(
-        any(p["port"] == port for p in rule["ports"]) and any(_matches(peer, source) for peer in rule["from"])
+        any(p["port"] == port for p in rule["ports"])
+        and ("from" not in rule or any(_matches(peer, source) for peer in rule["from"]))
         for rule in policy["spec"]["ingress"]
     )
 
@@ -112,6 +113,13 @@ def test_it_selects_every_pod_of_the_cluster_and_polices_ingress_only() -> None:
 def test_the_peer_port_only_from_the_clusters_etcd_pods(source: Source, allowed: bool) -> None:
     for access in (IN_CLUSTER, OUTSIDE):
         assert admits(np.network_policy(OWNER, ClusterSpec(), access), source, m.PEER_PORT) is allowed
+
+
+def test_an_adopting_clusters_peer_port_admits_its_old_members_wherever_they_are() -> None:
+    spec = attrs.evolve(ClusterSpec(), adopt=AdoptSpec(("https://old-0.old:2379",)))
+    policy = np.network_policy(OWNER, spec, IN_CLUSTER)
+    assert all(admits(policy, s, m.PEER_PORT) for s in (NEIGHBOUR, STRANGER, HOST))
+    assert not admits(policy, STRANGER, m.CLIENT_PORT)
 
 
 def test_the_client_port_from_the_namespace_and_the_operator_in_a_cluster() -> None:
