@@ -184,6 +184,16 @@ node:
 	@tests/envtest/build-node.sh >/dev/null \
 	  || echo "the e2e node could not be built; its tests will skip (fail under CI=true)"
 
+# The NetworkPolicy implementation of the three-node tier: kube-router's policy controller,
+# built once into ~/.cache from its Go module (tests/envtest/build-kube-router.sh; ~1.5 minutes
+# cold), and Debian's ipset it runs. Missing, the tier runs without enforcement and its
+# NetworkPolicy test skips (fails under CI=true).
+.PHONY: netpol
+setup: netpol
+netpol:
+	@tests/envtest/build-kube-router.sh >/dev/null \
+	  || echo "kube-router not built (Go or apt missing?); the NetworkPolicy test will skip (fail under CI=true)"
+
 # The e2e tier alone (E2E_KUBECONFIG=<file> runs it against that cluster instead).
 test-e2e-node: install envtest node etcd-versions
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)
@@ -192,5 +202,5 @@ test-e2e-node: install envtest node etcd-versions
 # in a network namespace of its own, one control plane). `make test` runs it too, on the one
 # node's worker: the two tiers share a lock and never run at once.
 .PHONY: test-nodes
-test-nodes: install envtest node
+test-nodes: install envtest node netpol
 	$(BIN)/pytest tests/nodes $(PYTEST_ARGS)

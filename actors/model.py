@@ -463,8 +463,12 @@ class ClusterSpec:
     # spec.adopt: the running cluster this one takes over (None: a new cluster of its own).
     adopt: AdoptSpec | None = None
     auth: AuthSpec = field(factory=AuthSpec)
-    # spec.security.networkPolicy (Kubernetes only): a NetworkPolicy per cluster.
+    # spec.security.networkPolicy (Kubernetes only): a NetworkPolicy per cluster
+    # (supervisor/kube/network_policy.py says what it admits).
     network_policy: bool = True
+    # spec.security.clientSelector: a LabelSelector, as Kubernetes writes it (the codec checks
+    # its fields); pods it selects, in any namespace, may reach the client port too.
+    client_selector: Mapping[str, Any] | None = None
 
     @property
     def image_family(self) -> ImageFamily:

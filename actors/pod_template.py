@@ -69,5 +69,8 @@ def kubernetes_only(spec: ClusterSpec) -> tuple[str, ...]:
         "spec.resources": bool(spec.resources.requests or spec.resources.limits),
         "spec.storage.storageClassName": spec.storage.storage_class_name is not None,
         "spec.debug.networkSidecar": spec.debug_sidecar,
+        # Members on loopback have no network to police: networkPolicy (on by default) has
+        # nothing to do locally, and a clientSelector set is reported.
+        "spec.security.clientSelector": spec.client_selector is not None,
     }
     return tuple(name for name, is_set in fields.items() if is_set)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,14 @@ def _cluster_domain(value: str) -> str:
         return normalize_cluster_domain(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _cidr(value: str) -> str:
+    """An ipBlock's cidr as the API server takes it; a bare address is its /32 (/128)."""
+    try:
+        return str(ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an address or CIDR: {value!r}") from exc
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +81,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="this operator's own image, run by the pods that verify and restore backups"
         " (default: $ETCD_SUPERVISOR_IMAGE, else the image of the pod the operator runs in)",
+    )
+    run.add_argument(
+        "--operator-cidr",
+        action="append",
+        dest="operator_cidrs",
+        type=_cidr,
+        default=[],
+        metavar="CIDR",
+        help="the addresses this operator connects to members from when it runs outside the cluster"
+        " (a laptop: its address as the pods see it); admitted by every cluster's NetworkPolicy"
+        " as an ipBlock (repeatable; in a cluster its own pods are admitted without it)",
+    )
+    run.add_argument(
+        "--monitoring-namespace",
+        default=None,
+        metavar="NAMESPACE",
+        help="where Prometheus runs: the clusters' NetworkPolicies admit the metrics port from it"
+        " (default: from each cluster's own namespace)",
     )
 
     receive = sub.add_parser(
@@ -177,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         trio.run(run)
         return 0
     from supervisor.kube.clusters import run_kube
+    from supervisor.kube.network_policy import OperatorAccess
 
     trio.run(
         partial(
@@ -187,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cluster_domain=args.cluster_domain,
             log_level_file=args.log_level_file,
             helper_image=args.helper_image,
+            access=OperatorAccess(
+                cidrs=tuple(args.operator_cidrs), monitoring_namespace=args.monitoring_namespace
+            ),
         )
     )
     return 0

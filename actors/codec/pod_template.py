@@ -62,6 +62,11 @@ def key_path(path: str, key: object) -> str:
     return f"{path}[{json.dumps(str(key))}]"
 
 
+def valid_label_value(value: str) -> bool:
+    """A label value as Kubernetes takes it (empty included)."""
+    return not value or bool(_NAME.match(value))
+
+
 def valid_key(key: str) -> bool:
     """A label or annotation key as Kubernetes takes it: [prefix/]name."""
     prefix, _, name = key.rpartition("/")
@@ -137,11 +142,16 @@ def _string_map(
             r.fail(where, "is not a valid key ([prefix/]name, name at most 63 characters)")
         elif owned is not None and owned(str(k)):
             r.fail(where, "owned by the supervisor")
-        elif label_values and v and not _NAME.match(v):
+        elif label_values and not valid_label_value(v):
             r.fail(where, LABEL_VALUE_RULE)
         else:
             out[str(k)] = v
     return out
+
+
+def label_map(doc: Mapping[str, Any], key: str, path: str, r: Reader) -> dict[str, str]:
+    """Label keys to label values as Kubernetes takes them (a selector's matchLabels)."""
+    return _string_map(doc, key, path, r, label_values=True)
 
 
 def _annotations(metadata: Mapping[str, Any], r: Reader) -> dict[str, str]:
@@ -169,8 +179,18 @@ def _items(
     check: Callable[[Mapping[str, Any], str, Reader], bool],
 ) -> tuple[Mapping[str, Any], ...]:
     """A list of objects of the `allowed` keys, each checked by `check` (False: left out)."""
-    path = f"{PATH}.spec.{key}"
-    value = settings.get(key)
+    return object_list(settings.get(key), f"{PATH}.spec.{key}", r, allowed, check)
+
+
+def object_list(
+    value: object,
+    path: str,
+    r: Reader,
+    allowed: set[str],
+    check: Callable[[Mapping[str, Any], str, Reader], bool],
+) -> tuple[Mapping[str, Any], ...]:
+    """`value` as a list of objects of the `allowed` keys, each checked by `check` (False: left
+    out); () when absent."""
     if value is None:
         return ()
     if not isinstance(value, list):

@@ -17,6 +17,7 @@ from actors.codec.fields import (
     Reader,
     secret_name,
 )
+from actors.codec.label_selector import parse_label_selector
 from actors.codec.pod_template import parse_pod_template
 from actors.codec.second_site import parse_copy_to, parse_immutable
 from actors.codec.stores import BACKUP_NAME_PATTERN, parse_store
@@ -134,6 +135,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         adopt=parse_adopt(spec, r),
         auth=_auth(security, tls, r),
         network_policy=r.boolean(security, "networkPolicy", "spec.security.networkPolicy", True),
+        client_selector=parse_label_selector(security, "clientSelector", "spec.security.clientSelector", r),
     )
 
 
@@ -213,7 +215,7 @@ def _feature_gates(value: str, minor: str, where: str, r: Reader) -> bool:
 
 
 def _security(spec: Mapping[str, Any], r: Reader) -> Mapping[str, Any]:
-    return r.mapping(spec, "security", "spec.security", {"tls", "auth", "networkPolicy"})
+    return r.mapping(spec, "security", "spec.security", {"tls", "auth", "networkPolicy", "clientSelector"})
 
 
 def _auth(security: Mapping[str, Any], tls: Mapping[str, Any], r: Reader) -> AuthSpec:

@@ -24,6 +24,7 @@ from attrs import frozen
 from actors.model import KIND, CertificatesSpec, ClusterSpec
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_conflict
+from supervisor.kube.network_policy import OperatorAccess, network_policy, networkpolicy_path
 from supervisor.kube.tls import generate_cluster_tls
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,17 @@ def tls_secret(
     )
 
 
+def network_policy_object(spec: ClusterSpec, access: OperatorAccess) -> ClusterObject:
+    """Who may reach the cluster's pods (network_policy.py); egress, which it leaves alone, is
+    removed if someone added it."""
+    return ClusterObject(
+        "NetworkPolicy",
+        networkpolicy_path,
+        lambda owner: network_policy(owner, spec, access),
+        owned=("podSelector", "policyTypes", "ingress", "egress"),
+    )
+
+
 def cluster_objects(
     spec: ClusterSpec,
     *,
@@ -109,13 +121,17 @@ def cluster_objects(
     now: Callable[[], dt.datetime],
     min_available: int | None = None,
     warm_records: bool = True,
+    access: OperatorAccess | None = None,
 ) -> Sequence[ClusterObject]:
     """The objects a cluster of this spec has besides its members; `min_available` is the
     disruption budget's, from the membership last read (None: not read yet); `warm_records`
-    the peer Service's (peer_service)."""
+    the peer Service's (peer_service); `access` what its NetworkPolicy admits as the operator
+    (with spec.security.networkPolicy; the runtime deletes the policy without it)."""
     out = [peer_service(warm_records=warm_records), client_service(), disruption_budget(min_available)]
     if spec.tls_enabled and not spec.tls_secret:  # a user's Secret is copied by byo_tls instead
         out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
+    if spec.network_policy:
+        out.append(network_policy_object(spec, access or OperatorAccess()))
     return out
 
 

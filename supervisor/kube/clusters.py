@@ -50,8 +50,9 @@ from supervisor.kube import manifests as m
 from supervisor.kube.backup_requests import KubeBackupRequests, KubeBackupResolver
 from supervisor.kube.backups import pod_verifiers, secret_stores
 from supervisor.kube.certificates import KubeCertificates
-from supervisor.kube.client import KubeClient
+from supervisor.kube.client import KubeClient, KubeError
 from supervisor.kube.etcd_auth import KubeEtcdAuth
+from supervisor.kube.network_policy import OperatorAccess
 from supervisor.kube.operator import OperatorPorts, run_operator
 from supervisor.kube.pod_names import PodNames
 from supervisor.kube.refusals import refusals_fail_the_step
@@ -349,6 +350,20 @@ class KubeClusters:
             await self._report_invalid(fleet, metrics, ref, event.object, str(exc))
             return
         await fleet.upsert(Desired(resource))
+        if not resource.suspended:  # a suspended cluster: nothing changes, its policy neither
+            await self._keep_network_policy(ports, event.object, resource)
+
+    async def _keep_network_policy(
+        self, ports: OperatorPorts, obj: Mapping[str, Any], resource: ClusterResource
+    ) -> None:
+        """A changed networkPolicy or clientSelector applies now, not at the next member step;
+        a refusal is logged and tried again at the next event (member steps make sure of the
+        policy too)."""
+        owner = m.Owner(resource.ref, str((obj.get("metadata") or {}).get("uid", "")))
+        try:
+            await ports.runtime.keep_network_policy(owner, resource.spec)
+        except KubeError as exc:
+            log.warning("cannot write the NetworkPolicy of %s: %s", resource.ref, exc)
 
     async def _report_invalid(
         self, fleet: Fleet, sinks: ClusterMetrics, ref: ClusterRef, obj: Mapping[str, Any], problem: str
@@ -376,6 +391,7 @@ async def run_kube(
     timing: Timing | None = None,
     log_level_file: Path | None = None,
     helper_image: str | None = None,
+    access: OperatorAccess | None = None,
 ) -> None:
     """The whole operator until SIGINT/SIGTERM: leader election, watches, cluster actors, the
     HTTP endpoints (health, readiness, metrics, log level)."""
@@ -395,5 +411,6 @@ async def run_kube(
             cluster_domain=cluster_domain,
             registry=registry,
             helper_image=helper_image,
+            access=access,
         )
         nursery.cancel_scope.cancel()

@@ -222,6 +222,11 @@ def _metadata(
     return meta
 
 
+def cluster_object_metadata(owner: Owner, name: str) -> Obj:
+    """The metadata of a per-cluster object: its name, the cluster's labels, owned by it."""
+    return _metadata(owner, name, cluster_labels(owner.ref))
+
+
 # --- per cluster --------------------------------------------------------------------------------
 
 

@@ -29,18 +29,20 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import attrs
 import trio
 from attrs import frozen
 from prometheus_client import CollectorRegistry
 
 from supervisor.aio import running_in_asyncio_loop
-from supervisor.kube.client import KubeClient, open_kube_client
+from supervisor.kube.client import KubeClient, KubeError, open_kube_client
 from supervisor.kube.leader import LeaderElectionConfig, LeaderElector
-from supervisor.kube.manifests import DEFAULT_CLUSTER_DOMAIN
+from supervisor.kube.manifests import DEFAULT_CLUSTER_DOMAIN, core_path
 from supervisor.kube.metrics import OperatorMetrics
+from supervisor.kube.network_policy import OperatorAccess, operator_peers, operator_pod_labels
 from supervisor.kube.runtime import KubeRuntime
 from supervisor.kube.status import KubeEventSink, KubeStatusSink
 from supervisor.kube.watch import (
@@ -80,6 +82,31 @@ def default_identity() -> str:
 
 def default_lease_namespace() -> str:
     return os.environ.get("POD_NAMESPACE") or DEFAULT_OPERATOR_NAMESPACE
+
+
+async def operator_access(
+    client: KubeClient, access: OperatorAccess, environ: Mapping[str, str] = os.environ
+) -> OperatorAccess:
+    """`access` with this operator's pods added when it runs in a cluster (POD_NAME and
+    POD_NAMESPACE from the downward API: its pod's labels are read once, as its image is); a
+    warning when no NetworkPolicy would admit it at all (outside a cluster without
+    --operator-cidr: its clusters' members would refuse it)."""
+    name, namespace = environ.get("POD_NAME"), environ.get("POD_NAMESPACE")
+    if name and namespace:
+        try:
+            pod = await client.get(core_path(namespace, "pods", name))
+        except KubeError as exc:
+            log.warning("cannot read this operator's pod %s/%s for its labels: %s", namespace, name, exc)
+        else:
+            labels = operator_pod_labels((pod.get("metadata") or {}).get("labels") or {})
+            access = attrs.evolve(access, namespace=namespace, pod_labels=labels)
+    if not operator_peers(access):
+        log.warning(
+            "no NetworkPolicy will admit this operator: it runs outside a cluster and no --operator-cidr"
+            " names the addresses it connects from; clusters with spec.security.networkPolicy (the"
+            " default) will refuse it where a NetworkPolicy implementation runs"
+        )
+    return access
 
 
 async def lead(
@@ -137,6 +164,7 @@ async def run_operator(
     watch_options: WatchOptions | None = None,
     registry: CollectorRegistry | None = None,
     helper_image: str | None = None,
+    access: OperatorAccess | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the operator until cancelled (or until serve_clusters returns).
@@ -145,6 +173,8 @@ async def run_operator(
     cluster_domain: the Kubernetes DNS domain that member URLs are fully qualified under.
     task_status.started(health port) once the HTTP endpoints listen; /metrics serves `registry`
     (the caller's cluster and runtime metrics), with the operator's own metrics added to it.
+    access: what the clusters' NetworkPolicies admit as this operator (in a cluster, its own
+    pod's namespace and labels are added: operator_access).
     """
     if not running_in_asyncio_loop():
         raise RuntimeError("run_operator must run inside supervisor.aio.open_asyncio_loop()")
@@ -157,9 +187,15 @@ async def run_operator(
     async with open_kube_client(kubeconfig) as client, trio.open_nursery() as nursery:
         port = await nursery.start(serve_endpoints, health_port, Endpoints(readiness, registry))
         task_status.started(port)
+        runtime = KubeRuntime(
+            client,
+            cluster_domain=cluster_domain,
+            helper_image=helper_image,
+            access=await operator_access(client, access or OperatorAccess()),
+        )
         ports = OperatorPorts(
             client=client,
-            runtime=KubeRuntime(client, cluster_domain=cluster_domain, helper_image=helper_image),
+            runtime=runtime,
             status=KubeStatusSink(client),
             events=KubeEventSink(client, instance=config.identity),
         )

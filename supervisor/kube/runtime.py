@@ -41,8 +41,14 @@ from supervisor.kube import pod_nudge as nudge
 from supervisor.kube import warm_members as warm
 from supervisor.kube.certificates import trust_of
 from supervisor.kube.client import KubeClient, KubeError, is_conflict, is_not_found
-from supervisor.kube.cluster_objects import ClusterObject, cluster_objects, ensure
+from supervisor.kube.cluster_objects import ClusterObject, cluster_objects, ensure, network_policy_object
 from supervisor.kube.finalizer import ClusterGone, add_finalizer, release_finalizer
+from supervisor.kube.network_policy import (
+    OperatorAccess,
+    network_policy,
+    network_policy_name,
+    networkpolicy_path,
+)
 from supervisor.kube.peer_records import PeerRecords
 from supervisor.kube.pods import (
     being_deleted,
@@ -141,8 +147,13 @@ class KubeRuntime:
         ensure_every: float = ENSURE_EVERY,
         helper_image: str | None = None,
         nudge_after: float = nudge.NUDGE_AFTER,
+        access: OperatorAccess | None = None,
     ) -> None:
         self._client = client
+        # What the clusters' NetworkPolicies admit as the operator (network_policy.py).
+        self.access = access or OperatorAccess()
+        # owner uid -> the NetworkPolicy last written for the spec (None: deleted), keep_network_policy
+        self._policies: dict[str, Obj | None] = {}
         # While run() runs: where new pods are watched for being set aside (pod_nudge.py).
         self._background: trio.Nursery | None = None
         self._nudge_after = nudge_after
@@ -195,14 +206,35 @@ class KubeRuntime:
             now=self._now,
             min_available=self.voter_budgets.min_available(owner.ref),
             warm_records=await self._peer_records.all_labelled(owner),
+            access=self.access,
         )
         async with trio.open_nursery() as nursery:
             for component in objects:
                 nursery.start_soon(ensure, self._client, component, owner)
+            if not spec.network_policy:
+                nursery.start_soon(self._client.delete_if_exists, self._policy_path(owner.ref))
             if spec.tls_enabled and spec.tls_secret:
                 nursery.start_soon(self._copy_brought_tls, owner, spec.tls_secret)
             nursery.start_soon(self._warm.sweep, owner.ref)
         self._ensured_at[owner.uid] = trio.current_time()
+
+    def _policy_path(self, ref: ClusterRef) -> str:
+        return networkpolicy_path(ref.namespace, network_policy_name(ref))
+
+    async def keep_network_policy(self, owner: m.Owner, spec: ClusterSpec) -> None:
+        """The cluster's NetworkPolicy as `spec` says, now (made, corrected, or deleted with
+        networkPolicy false), without waiting for a member step to make sure of the cluster's
+        objects: called on each event of the EtcdCluster, it writes only when what it would
+        write differs from what it wrote last for this cluster."""
+        desired = network_policy(owner, spec, self.access) if spec.network_policy else None
+        if owner.uid in self._policies and self._policies[owner.uid] == desired:
+            return
+        self._policies.pop(owner.uid, None)  # a failure below is tried again at the next event
+        if desired is None:
+            await self._client.delete_if_exists(self._policy_path(owner.ref))
+        else:
+            await ensure(self._client, network_policy_object(spec, self.access), owner)
+        self._policies[owner.uid] = desired
 
     async def seed_adopted_tls(self, resource: ClusterResource) -> None:
         """An adopting TLS cluster's Secret, signed by the old cluster's CA (adopted_tls.py)."""
@@ -415,6 +447,7 @@ class KubeRuntime:
             m.core_path(ns, "services", m.client_service_name(cluster)),
             m.pdb_path(ns, m.disruption_budget_name(cluster)),
             m.core_path(ns, "secrets", m.tls_secret_name(cluster)),
+            self._policy_path(cluster),
         ):
             await self._client.delete_if_exists(path)
         await release_finalizer(self._client, cluster)

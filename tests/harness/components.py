@@ -7,7 +7,9 @@ missing component must never turn CI green.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn, TypeVar
 
 import pytest
@@ -40,3 +42,15 @@ def require(name: str, find: Callable[[], T]) -> T:
     if isinstance(found, MissingComponent):
         missing(str(found))
     return found  # type: ignore[return-value]
+
+
+def go_install_cached(build_script: Path, name: str, make_target: str) -> Path:
+    """The binary `build_script` (a tests/envtest/go-install-cached.sh caller with a `version=`
+    line) made for its pinned version; never built from a test."""
+    version = re.search(r"^version=(\S+)$", build_script.read_text(), re.M)
+    assert version, f"no version= line in {build_script}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    binary = cache / "etcd-supervisor" / name / version.group(1) / name
+    if not binary.exists():
+        raise MissingComponent(f"{name} not built ({binary}): run `make {make_target}`")
+    return binary

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -352,7 +352,13 @@ def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[s
 
 @contextlib.contextmanager
 def run_operator(
-    cluster: Cluster, namespace: str | None, work: Path, log: Path, *, helper_image: str | None = None
+    cluster: Cluster,
+    namespace: str | None,
+    work: Path,
+    log: Path,
+    *,
+    helper_image: str | None = None,
+    operator_cidrs: Sequence[str] = (),
 ) -> Iterator[Path]:
     """`etcd-supervisor run` on this host, watching `namespace` (None: all), once it is ready;
     yields its log. With `helper_image` (the operator image, imported on the node) it makes warm
@@ -369,6 +375,8 @@ def run_operator(
         run += ["--namespace", namespace]
     if helper_image is not None:
         run += ["--helper-image", helper_image]
+    for cidr in operator_cidrs:  # where its connections come from, for NetworkPolicies
+        run += ["--operator-cidr", cidr]
     cmd = cluster.host_dns_command([cli, "--log-format", "text", *run])
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

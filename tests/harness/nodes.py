@@ -34,8 +34,10 @@ and a cgroup root of its own. ``cleanup()`` removes whatever a run, crashed or n
 
 API
 ---
-``open_nodes(count=3) -> contextmanager[Nodes]``  cleanup, start, yield, stop, cleanup
+``open_nodes(count=3, policy_engine=None) -> contextmanager[Nodes]``  cleanup, start, yield, stop,
+           cleanup; with ``policy_engine`` (kube-router) NetworkPolicies are enforced on each node
 ``Nodes``  ``.api``, ``.kubeconfig``, ``.kubectl(...)``, ``.names``, ``.start_seconds``,
+           ``.wait_policy_engines()``,
            ``.import_image(archive)``, ``.stop(name)``, ``.start(name)``, ``.partition(name,
            both_ways=True)``, ``.heal(name)``, ``.cluster_dns_command(cmd)``,
            ``.add_local_volumes(per_node)``, ``.recycle_local_volumes()``
@@ -58,7 +60,7 @@ from pathlib import Path
 import attrs
 import yaml
 
-from tests.harness import images
+from tests.harness import images, netpol
 from tests.harness import node as one_node
 from tests.harness.kube import KubeAPIServer, _free_port, _spawn, _terminate, require_binaries
 from tests.harness.node import (
@@ -439,6 +441,8 @@ class Nodes:
     api: NodesAPIServer
     specs: tuple[NodeSpec, ...]
     negative_cache_seconds: int | None = None
+    # kube-router, enforcing NetworkPolicies on every node (tests/harness/netpol.py); None: none.
+    policy_engine: Path | None = None
     volumes_per_node: int = 6
     start_seconds: float = 0.0
     procs: dict[str, subprocess.Popen[bytes]] = attrs.field(factory=dict)
@@ -484,6 +488,7 @@ class Nodes:
         self._start_coredns()
         for spec in self.specs:
             self.wait_ready(spec.name)
+            self._start_policy_engine(spec)  # it needs its Node, registered by now
         self.kubectl("apply", "-f", "-", input=LOCAL_STORAGE_CLASS)
         self.add_local_volumes(self.volumes_per_node)
         self.start_seconds = time.monotonic() - began
@@ -584,6 +589,22 @@ class Nodes:
             spec=spec,
         )
 
+    def _start_policy_engine(self, spec: NodeSpec) -> None:
+        """kube-router's NetworkPolicy controller in the node's namespace (its iptables and ipsets
+        are the namespace's own), as its DaemonSet runs with the host's network on a real node."""
+        if self.policy_engine is None:
+            return
+        args = netpol.kube_router_args(
+            kubeconfig=spec.dir / "admin.kubeconfig", node=spec.name, service_cidr=SERVICE_CIDR
+        )
+        self._spawn(f"{spec.name}/kube-router", args, self.policy_engine, spec)
+
+    def wait_policy_engines(self, timeout: float = 60) -> None:
+        """Until every node's kube-router answers its health check (its first sync done)."""
+        for spec in self.specs:
+            url = f"http://{spec.ip}:{netpol.HEALTH_PORT}/healthz"
+            self._wait(lambda url=url: _http_ok(url), f"{spec.name}/kube-router", timeout)
+
     def _start_host_proxy(self) -> None:
         """ClusterIPs from this host (tests, the operator run here) as from a pod."""
         self._spawn(
@@ -664,7 +685,7 @@ class Nodes:
         nothing), its kubelet, kube-proxy and containerd killed (SIGKILL, no clean-up)."""
         spec = self.spec(name)
         self._freeze(spec, "FROZEN")
-        for component in ("kubelet", "kube-proxy", "containerd"):
+        for component in ("kubelet", "kube-proxy", "kube-router", "containerd"):
             proc = self.procs.pop(f"{name}/{component}", None)
             if proc is not None and proc.poll() is None:
                 proc.kill()
@@ -677,6 +698,7 @@ class Nodes:
         self._start_containerd(spec)
         self._wait_containerd(spec)
         self._start_kubelet_and_proxy(spec)
+        self._start_policy_engine(spec)
 
     def _freeze(self, spec: NodeSpec, state: str) -> None:
         freezer = Path("/sys/fs/cgroup/freezer") / spec.cgroup
@@ -781,8 +803,11 @@ class Nodes:
 
 
 @contextlib.contextmanager
-def open_nodes(count: int = 3, negative_cache_seconds: int | None = None) -> Iterator[Nodes]:
-    """``count`` started nodes; stopped and cleaned up on exit, whatever happened."""
+def open_nodes(
+    count: int = 3, negative_cache_seconds: int | None = None, policy_engine: Path | None = None
+) -> Iterator[Nodes]:
+    """``count`` started nodes; stopped and cleaned up on exit, whatever happened. With
+    ``policy_engine`` (kube-router's binary) NetworkPolicies are enforced on every node."""
     bin_dir = require_node_binaries()
     binaries = require_binaries()
     specs = tuple(NodeSpec(i) for i in range(1, count + 1))
@@ -796,7 +821,13 @@ def open_nodes(count: int = 3, negative_cache_seconds: int | None = None) -> Ite
             binaries=binaries, work_dir=ROOT / "kube-apiserver", node_names=tuple(s.name for s in specs)
         )
         api.work_dir.mkdir(parents=True)
-        nodes = Nodes(bin_dir=bin_dir, api=api, specs=specs, negative_cache_seconds=negative_cache_seconds)
+        nodes = Nodes(
+            bin_dir=bin_dir,
+            api=api,
+            specs=specs,
+            negative_cache_seconds=negative_cache_seconds,
+            policy_engine=policy_engine,
+        )
 
         def stop() -> None:
             nodes.shutdown()

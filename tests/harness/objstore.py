@@ -25,7 +25,7 @@ from pathlib import Path
 
 import attrs
 
-from tests.harness.components import MissingComponent
+from tests.harness.components import MissingComponent, go_install_cached
 from tests.harness.poll import until
 
 FAKE_GCS_BUILD = Path(__file__).resolve().parents[1] / "stores" / "build-fake-gcs.sh"
@@ -137,13 +137,7 @@ def moto_server_binary() -> Path:
 
 def fake_gcs_binary() -> Path:
     """The binary build-fake-gcs.sh made for its pinned version; never built from a test."""
-    version = re.search(r"^version=(\S+)$", FAKE_GCS_BUILD.read_text(), re.M)
-    assert version, f"no version= line in {FAKE_GCS_BUILD}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    binary = cache / "etcd-supervisor" / "fake-gcs-server" / version.group(1) / "fake-gcs-server"
-    if not binary.exists():
-        raise MissingComponent(f"fake-gcs-server not built ({binary}): run `make fake-gcs`")
-    return binary
+    return go_install_cached(FAKE_GCS_BUILD, "fake-gcs-server", "fake-gcs")
 
 
 @contextmanager

@@ -192,6 +192,10 @@ ALLOWED = [
         for v in ("create", "get", "list", "watch", "update", "patch", "delete")
     ],
     *[(v, "secrets", ["-n", "team-a"]) for v in ("create", "get", "list", "watch", "update", "delete")],
+    *[
+        (v, "networkpolicies.networking.k8s.io", ["-n", "team-a"])
+        for v in ("create", "get", "update", "delete")
+    ],
     *[(v, r, ["-n", "team-a"]) for r in ("events", "events.events.k8s.io") for v in ("create", "patch")],
     *[(v, "leases.coordination.k8s.io", ["-n", OPERATOR_NAMESPACE]) for v in ("get", "create", "update")],
 ]
@@ -215,6 +219,7 @@ DENIED = [
     ("patch", "secrets", ["-n", "team-a"]),
     ("create", "persistentvolumes", []),
     ("delete", "events", ["-n", "team-a"]),
+    ("list", "networkpolicies.networking.k8s.io", ["-n", "team-a"]),
     # Leader election only in its own namespace, and it never deletes the Lease.
     ("create", "leases.coordination.k8s.io", ["-n", "team-a"]),
     ("delete", "leases.coordination.k8s.io", ["-n", OPERATOR_NAMESPACE]),
@@ -352,6 +357,8 @@ def test_chart_defaults_match_the_base_deployment() -> None:
     assert values["securityContext"] == c["securityContext"]
     chart_dep = docs(strip_template((CHART / "templates" / "deployment.yaml").read_text()))[0]
     (chart_c,) = chart_dep["spec"]["template"]["spec"]["containers"]
+    # The chart's optional --monitoring-namespace (monitoring.namespace) has no base counterpart.
+    chart_c["args"] = [a for a in chart_c["args"] if not a.startswith("--monitoring-namespace")]
     for key in (
         "command",
         "args",
@@ -397,6 +404,8 @@ def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
             version,
             "--set",
             "clusterDomain=corp.internal",
+            "--set",
+            "monitoring.namespace=monitoring",
         ],
         capture_output=True,
         text=True,
@@ -425,6 +434,8 @@ def test_helm_template_applies(kube_apiserver: KubeAPIServer) -> None:
         (o for o in objs if o["kind"] == "ConfigMap"), key=lambda o: o["metadata"]["name"]
     )
     assert settings["data"]["CLUSTER_DOMAIN"] == "corp.internal"
+    (operator,) = find(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--monitoring-namespace=monitoring" in operator["args"]  # the clusters' NetworkPolicies
     # The Grafana dashboard, for Grafana's sidecar (README "Monitoring"), created for real too.
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["etcd-supervisor.json"])["uid"] == "etcd-supervisor"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import images
+from tests.harness import images, netpol
 from tests.harness.cluster import Cluster
 from tests.harness.components import MissingComponent, missing, require
 from tests.harness.formation import run_operator
-from tests.harness.nodes import ROOT, Nodes, leftovers, open_nodes
+from tests.harness.nodes import HOST_IP, ROOT, Nodes, leftovers, open_nodes
 
 
 # Package scope: the nodes stop once this tier is done, not at the end of the whole run.
@@ -27,7 +27,7 @@ def three_nodes() -> Iterator[Nodes]:
         missing("the built-in nodes need root (network namespaces, containerd, cgroups)")
     with contextlib.ExitStack() as stack:
         try:
-            nodes = stack.enter_context(open_nodes(3))
+            nodes = stack.enter_context(open_nodes(3, policy_engine=_policy_engine()))
         except MissingComponent as exc:
             missing(str(exc))
         print(f"\nthree nodes Ready in {nodes.start_seconds:.1f}s")
@@ -37,6 +37,15 @@ def three_nodes() -> Iterator[Nodes]:
         yield nodes
     # After the nodes are gone: the harness's own promise, checked every run.
     assert leftovers() == [], "the three-node harness left things behind"
+
+
+def _policy_engine() -> Path | None:
+    """kube-router when built (`make netpol`): every test of the tier runs with NetworkPolicies
+    enforced; without it they run as before, and the enforcement test skips (fails under CI)."""
+    try:
+        return netpol.kube_router_binary()
+    except MissingComponent:
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +77,16 @@ def nodes_operator(three_nodes: Nodes, etcd_nodes: Cluster, nodes_namespace: str
     log = ROOT / "logs" / f"operator-{nodes_namespace}.log"
     with (
         three_nodes.recycling(),
-        run_operator(etcd_nodes, nodes_namespace, ROOT / "operator", log, helper_image=images.OPERATOR_IMAGE),
+        run_operator(
+            etcd_nodes,
+            nodes_namespace,
+            ROOT / "operator",
+            log,
+            helper_image=images.OPERATOR_IMAGE,
+            # It runs on this host, outside the cluster: the clusters' NetworkPolicies admit
+            # it (and the tests' own clients here) by this host's address on the nodes' bridge.
+            operator_cidrs=(HOST_IP,),
+        ),
     ):
         yield log
     lines = log.read_text(errors="replace").splitlines(True)

@@ -44,6 +44,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "adopt": ("adopt",),
     "auth": ("security", "auth"),
     "network_policy": ("security", "networkPolicy"),
+    "client_selector": ("security", "clientSelector"),
 }
 
 
@@ -77,7 +78,11 @@ def node(schema: dict[str, Any], *path: str) -> dict[str, Any]:
 
 # Kubernetes types the CRD spells out field by field and the model holds whole, as Kubernetes
 # writes them (the codec checks their fields): one leaf each.
-KUBE_TYPES = {("podTemplate", "spec", "affinity"), ("podTemplate", "spec", "securityContext")}
+KUBE_TYPES = {
+    ("podTemplate", "spec", "affinity"),
+    ("podTemplate", "spec", "securityContext"),
+    ("security", "clientSelector"),
+}
 
 
 def leaves(schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
