@@ -5,7 +5,8 @@ scaling with auth on (the supervisor's own identity is a root user); a user drop
 spec loses access, a role changed takes effect, and auth turned off lets anyone in again. A
 user's changed password source is applied (the old password refused, the new one taken), and a
 restarted supervisor changes no password that did not change (etcd's own count of
-UserChangePassword calls) but applies one changed while it was down."""
+UserChangePassword calls) but applies one changed while it was down. A passwordSecret taken out
+of the spec takes the password away; the certificate keeps working."""
 
 from __future__ import annotations
 
@@ -276,3 +277,45 @@ async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did
         assert await logs_in(urls(status), tls, "third")
         assert not await logs_in(urls(status), tls, "second")
         assert await trio.to_thread.run_sync(change_password_calls, sup, demo, status) == calls + 1
+
+
+async def test_a_password_taken_out_of_the_spec_is_refused_and_the_certificate_still_works(
+    tmp_path: Path,
+) -> None:
+    """passwordSecret removed from a user: the old password is refused, the user's client
+    certificate keeps its access (the user is made anew without a password, its roles given
+    back), and the record of the password is gone from etcd."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    set_password(secrets, "first")
+    app = attrs.evolve(APP, password_secret=PASSWORD_SECRET)
+    demo = with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
+    looks: list[Looks] = []
+
+    def watched(platform):
+        def auth_for(ref):
+            looks.append(Looks(platform.auth_for(ref)))
+            return looks[-1]
+
+        return attrs.evolve(platform, auth_for=auth_for)
+
+    async with open_local_supervisor(tmp_path / "state", secrets_dir=secrets, wrap=watched) as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        await reconciled(sup, demo, "issued to app")
+        tls = user_tls(sup, demo, "app")
+        assert await logs_in(urls(status), tls, "first")
+        assert "app" in (await looks[-1].read(urls(status))).password_records
+
+        await sup.fleet.apply([with_auth(demo, AuthSpec(enabled=True, users=(APP,), roles=(APP_RW,)), 2)])
+        message = await reconciled(sup, demo, "remove password of user app")
+        assert "grant role app-rw of user app" in message, message
+        assert not await logs_in(urls(status), tls, "first")
+        async with open_etcd_client(urls(status), tls=tls, call_timeout=5) as by_certificate:
+            await by_certificate.put(b"/app/config", b"v2")
+            assert await by_certificate.get(b"/app/config") == b"v2"
+            with pytest.raises(PermissionDenied):
+                await by_certificate.get(b"/other/x")
+        state = await looks[-1].read(urls(status))
+        assert "app" not in state.password_records
+        assert state.users["app"] >= {"app-rw"}
