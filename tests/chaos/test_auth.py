@@ -225,15 +225,17 @@ class Looks:
         return issued
 
 
-async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did_not_change(
-    tmp_path: Path,
-) -> None:
+def with_a_password(tmp_path: Path, password: str) -> tuple[Path, ClusterResource]:
+    """(the secrets directory, a 3-member cluster whose user app has a passwordSecret there)."""
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    set_password(secrets, "first")
+    set_password(secrets, password)
     app = attrs.evolve(APP, password_secret=PASSWORD_SECRET)
-    demo = with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
-    looks: list[Looks] = []
+    return secrets, with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
+
+
+def counting_looks(looks: list[Looks]):
+    """A wrap for the local Platform: each cluster's EtcdAuth a Looks, appended to `looks`."""
 
     def watched(platform):
         def auth_for(ref):
@@ -241,6 +243,16 @@ async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did
             return looks[-1]
 
         return attrs.evolve(platform, auth_for=auth_for)
+
+    return watched
+
+
+async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did_not_change(
+    tmp_path: Path,
+) -> None:
+    secrets, demo = with_a_password(tmp_path, "first")
+    looks: list[Looks] = []
+    watched = counting_looks(looks)
 
     def supervisor(*, leave_running: bool = True):
         return open_local_supervisor(
@@ -285,19 +297,9 @@ async def test_a_password_taken_out_of_the_spec_is_refused_and_the_certificate_s
     """passwordSecret removed from a user: the old password is refused, the user's client
     certificate keeps its access (the user is made anew without a password, its roles given
     back), and the record of the password is gone from etcd."""
-    secrets = tmp_path / "secrets"
-    secrets.mkdir()
-    set_password(secrets, "first")
-    app = attrs.evolve(APP, password_secret=PASSWORD_SECRET)
-    demo = with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
+    secrets, demo = with_a_password(tmp_path, "first")
     looks: list[Looks] = []
-
-    def watched(platform):
-        def auth_for(ref):
-            looks.append(Looks(platform.auth_for(ref)))
-            return looks[-1]
-
-        return attrs.evolve(platform, auth_for=auth_for)
+    watched = counting_looks(looks)
 
     async with open_local_supervisor(tmp_path / "state", secrets_dir=secrets, wrap=watched) as sup:
         await sup.fleet.apply([demo])

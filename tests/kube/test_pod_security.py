@@ -32,6 +32,7 @@ from actors.model import (
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods, warm_members
 from tests.harness.kube import KubeAPIServer
+from tests.kube.test_runtime import launch_for
 
 Obj = dict[str, Any]
 
@@ -70,15 +71,7 @@ SPECS = {
 
 
 def launch(ref: ClusterRef, spec: ClusterSpec, name: str = "demo-0") -> MemberLaunch:
-    urls = m.member_urls(ref, name, tls=spec.tls_enabled)
-    return MemberLaunch(
-        cluster=ref,
-        name=name,
-        urls=urls,
-        initial_cluster=((name, urls.peer_url),),
-        initial_cluster_state="new",
-        spec=spec,
-    )
+    return launch_for(ref, name, m.member_urls(ref, name, tls=spec.tls_enabled), spec)
 
 
 def every_pod(namespace: str, spec: ClusterSpec) -> dict[str, Obj]:
