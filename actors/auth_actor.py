@@ -136,7 +136,7 @@ class AuthReconciler:
     def _remember(self, step: AuthStep, sources: dict[str, str]) -> None:
         if step.op is Op.USER_PASSWORD and step.name in sources:
             self._passwords.learn(step.name, sources[step.name])
-        elif step.op in (Op.USER_ADD, Op.USER_DELETE):
+        elif step.op in (Op.USER_ADD, Op.USER_DELETE, Op.USER_CLEAR_PASSWORD):
             self._passwords.forget(step.name)  # the next look reads its record
 
     async def _record(self, reason: str, message: str, *, warning: bool = False) -> None:

@@ -7,7 +7,8 @@ did not make: a managed user holds the role MANAGED (which grants nothing); a ma
 granted to the supervisor's own user (which may do everything anyway, so the grant changes
 nothing it can do). A user or role gone from the spec and so marked is removed; others stay.
 A user whose password source differs from what etcd holds (actors/auth_passwords.py tells
-which) has its password changed.
+which) has its password changed; one whose passwordSecret was taken out of the spec, and whose
+password the supervisor set (its record is in etcd), has it taken away.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Op(enum.Enum):
     ROLE_DELETE = "delete role"
     USER_ADD = "add user"
     USER_PASSWORD = "change password of user"
+    USER_CLEAR_PASSWORD = "remove password of user"
     USER_GRANT = "grant role"
     USER_REVOKE = "revoke role"
     USER_DELETE = "delete user"
@@ -148,6 +150,12 @@ def _user(user: UserSpec, state: AuthState, changed: frozenset[str]) -> list[Aut
         steps = [AuthStep(Op.USER_ADD, user.name, password_secret=user.password_secret)]
     elif user.password_secret and user.name in changed:
         steps = [AuthStep(Op.USER_PASSWORD, user.name, password_secret=user.password_secret)]
+    elif not user.password_secret and user.name in state.password_records:
+        # etcd cannot take a password away (UserChangePassword only sets one): the user is made
+        # anew without one (auth_store.py), so every role it holds is granted again after.
+        return [AuthStep(Op.USER_CLEAR_PASSWORD, user.name)] + [
+            AuthStep(Op.USER_GRANT, user.name, role=r) for r in sorted({*user.roles, MANAGED})
+        ]
     else:
         steps = []
     have = state.users.get(user.name, frozenset())

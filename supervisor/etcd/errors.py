@@ -324,6 +324,9 @@ _BY_MESSAGE: dict[str, type[EtcdError]] = {
     "etcdserver: bad leader transferee": BadLeaderTransferee,
     "etcdserver: permission denied": PermissionDenied,
     "etcdserver: authentication failed, invalid user ID or password": AuthenticationFailed,
+    # A password given for a user made without one (a certificate-only user): auth's own error,
+    # passed through unprefixed (gRPC status UNKNOWN).
+    "auth: authentication failed, password was given for no password user": AuthenticationFailed,
     "etcdserver: invalid auth token": InvalidAuthToken,
     # What etcd answers a request without a token once auth is on.
     "etcdserver: user name is empty": NotAuthenticated,

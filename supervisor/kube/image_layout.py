@@ -11,10 +11,17 @@ supervisor must stay the only one that changes membership. So only paths and the
   /bitnami/etcd. A volume that ignores fsGroup (hostPath, local-path) is root's, so an init
   container gives the volume's root to uid 1001 first (`volume_owner`): etcd, and a restore's
   etcdutl, then create the data directory themselves, as uid 1001.
+
+Pod security: every container runs without privilege escalation or capabilities, under the
+runtime's default seccomp profile. What keeps a pod out of the `restricted` Pod Security
+Standard is root: the official image's etcd runs as root (the image's user), and Bitnami's
+volume owner is root with CHOWN. A pod template with `runAsNonRoot: true` (`non_root`) takes
+both away.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from attrs import frozen
@@ -50,28 +57,54 @@ def image_layout(spec: ClusterSpec) -> ImageLayout:
     return BITNAMI if spec.image_family is ImageFamily.BITNAMI else OFFICIAL
 
 
-def pod_security(layout: ImageLayout) -> Obj | None:
-    """The pod's securityContext: fsGroup where the image runs as a user of its own, so volumes
-    that honour it (most CSI drivers, emptyDir, Secrets: the TLS keys) are readable by it."""
-    return None if layout.uid is None else {"fsGroup": layout.uid}
+# The user the official image's etcd runs as when the pod template asks that nothing run as
+# root (non_root): distroless' "nonroot", as the operator's own image.
+NON_ROOT_UID = 65532
+
+# What every container the supervisor makes is allowed, in the pod or the container: the
+# `restricted` Pod Security Standard's part that does not depend on the user.
+RUNTIME_DEFAULT_SECCOMP: Obj = {"type": "RuntimeDefault"}
+NO_PRIVILEGE: Obj = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def etcd_security(layout: ImageLayout) -> Obj | None:
-    """The securityContext of a container that runs the image's etcd tools: its own user, said
-    explicitly (a pod template's runAsUser must not turn it into root), and no privilege."""
+def non_root(spec: ClusterSpec) -> bool:
+    """Whether spec.podTemplate.spec.securityContext says `runAsNonRoot: true`: then nothing of
+    the pod runs as root. The official image's etcd runs as NON_ROOT_UID (unless the template
+    names a user), and no init container hands a volume over (`volume_owner`): volumes must
+    honour fsGroup (most CSI drivers, local PVs, emptyDir) or be writable by the user. With it
+    every pod the supervisor makes passes the `restricted` Pod Security Standard."""
+    return spec.pod_template.spec.security_context.get("runAsNonRoot") is True
+
+
+def pod_security(spec: ClusterSpec) -> Obj:
+    """The pod's securityContext (a pod template's fields are merged over it): the runtime's
+    default seccomp profile always; fsGroup where the image runs as a user of its own, so volumes
+    that honour it (most CSI drivers, emptyDir, Secrets: the TLS keys) are readable by it; for
+    the official image under `non_root`, NON_ROOT_UID as user and fsGroup."""
+    out: Obj = {"seccompProfile": dict(RUNTIME_DEFAULT_SECCOMP)}
+    layout = image_layout(spec)
+    if layout.uid is not None:
+        out["fsGroup"] = layout.uid
+    elif non_root(spec):
+        out["runAsUser"] = NON_ROOT_UID
+        out["fsGroup"] = NON_ROOT_UID
+    return out
+
+
+def etcd_security(spec: ClusterSpec) -> Obj:
+    """The securityContext of a container that runs the image's etcd tools: no privilege, and,
+    where the image has a user of its own, that user said explicitly (a pod template's runAsUser
+    must not turn it into root). The official image's etcd runs as the pod's user: root by
+    default (the image's), without a capability (it needs none: ports above 1024, files its own)."""
+    layout = image_layout(spec)
     if layout.uid is None:
-        return None  # the official image runs as root: unchanged
-    return {
-        "runAsUser": layout.uid,
-        "runAsNonRoot": True,
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-    }
+        return copy.deepcopy(NO_PRIVILEGE)
+    return {"runAsUser": layout.uid, "runAsNonRoot": True, **copy.deepcopy(NO_PRIVILEGE)}
 
 
 def volume_owner(spec: ClusterSpec, volume: str) -> Obj | None:
     """The init container that gives `volume`'s root directory to the image's user; None when
-    the image runs as root.
+    the image runs as root, or when the pod template says nothing runs as root (`non_root`).
 
     Root with CAP_CHOWN alone: enough to chown any file, nothing else (no reading or writing
     others' files). Not recursive: everything under the mount is written by the image's user
@@ -79,7 +112,7 @@ def volume_owner(spec: ClusterSpec, volume: str) -> Obj | None:
     CAP_DAC_READ_SEARCH could not even list etcd's 0700 data directory to recurse into it.
     """
     layout = image_layout(spec)
-    if layout.uid is None:
+    if layout.uid is None or non_root(spec):
         return None
     return {
         "name": VOLUME_OWNER_CONTAINER,
@@ -87,6 +120,8 @@ def volume_owner(spec: ClusterSpec, volume: str) -> Obj | None:
         "command": ["chown", f"{layout.uid}:{layout.uid}", layout.volume_mount],
         "volumeMounts": [{"name": volume, "mountPath": layout.volume_mount}],
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        # The one container the `restricted` Pod Security Standard refuses (root, CHOWN added):
+        # a volume that ignores fsGroup cannot be handed over otherwise.
         "securityContext": {
             "runAsUser": 0,
             "runAsNonRoot": False,

@@ -445,9 +445,7 @@ def _etcd_container(launch: MemberLaunch, token: str) -> Obj:
             "failureThreshold": 3,
         },
     }
-    security = etcd_security(layout)
-    if security:
-        container["securityContext"] = security
+    container["securityContext"] = etcd_security(spec)
     # No liveness probe on purpose: killing etcd during a long defragmentation or snapshot
     # would only turn a slow member into a missing one; the cluster actor judges health.
     if spec.tls_enabled:
@@ -608,9 +606,7 @@ def member_pod(
     owner_container = volume_owner(spec, "data")
     if owner_container:
         pod_spec["initContainers"] = [owner_container]
-    security = pod_security(image_layout(spec))
-    if security:
-        pod_spec["securityContext"] = security
+    pod_spec["securityContext"] = pod_security(spec)
     annotations = {
         ANNOTATION_PEER_URL: launch.urls.peer_url,
         ANNOTATION_CLIENT_URL: launch.urls.client_url,

@@ -55,8 +55,7 @@ def _binaries(spec: ClusterSpec) -> tuple[str, str]:
 
 def _etcd_image_container(spec: ClusterSpec, container: Obj) -> Obj:
     """`container`, which runs the cluster's etcd image, as the image's own user."""
-    security = etcd_security(image_layout(spec))
-    return {**container, "securityContext": security} if security else container
+    return {**container, "securityContext": etcd_security(spec)}
 
 
 # Where the cluster's CA certificate and member key pair are, with TLS on (m.tls_volume).
@@ -128,9 +127,7 @@ def _pod(owner: m.Owner, name: str, component: str, spec: ClusterSpec, pod_spec:
         "terminationGracePeriodSeconds": 5,
         **pod_spec,
     }
-    security = pod_security(image_layout(spec))
-    if security:
-        pod_spec["securityContext"] = security
+    pod_spec["securityContext"] = pod_security(spec)
     if spec.tls_enabled:
         # Readable by the receiving container's user too (it is not root); only this pod's
         # containers, the operator's image and the cluster's etcd image, mount it.

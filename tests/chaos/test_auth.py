@@ -5,7 +5,8 @@ scaling with auth on (the supervisor's own identity is a root user); a user drop
 spec loses access, a role changed takes effect, and auth turned off lets anyone in again. A
 user's changed password source is applied (the old password refused, the new one taken), and a
 restarted supervisor changes no password that did not change (etcd's own count of
-UserChangePassword calls) but applies one changed while it was down."""
+UserChangePassword calls) but applies one changed while it was down. A passwordSecret taken out
+of the spec takes the password away; the certificate keeps working."""
 
 from __future__ import annotations
 
@@ -224,15 +225,17 @@ class Looks:
         return issued
 
 
-async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did_not_change(
-    tmp_path: Path,
-) -> None:
+def with_a_password(tmp_path: Path, password: str) -> tuple[Path, ClusterResource]:
+    """(the secrets directory, a 3-member cluster whose user app has a passwordSecret there)."""
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    set_password(secrets, "first")
+    set_password(secrets, password)
     app = attrs.evolve(APP, password_secret=PASSWORD_SECRET)
-    demo = with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
-    looks: list[Looks] = []
+    return secrets, with_auth(resource(size=3), AuthSpec(enabled=True, users=(app,), roles=(APP_RW,)), 1)
+
+
+def counting_looks(looks: list[Looks]):
+    """A wrap for the local Platform: each cluster's EtcdAuth a Looks, appended to `looks`."""
 
     def watched(platform):
         def auth_for(ref):
@@ -240,6 +243,16 @@ async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did
             return looks[-1]
 
         return attrs.evolve(platform, auth_for=auth_for)
+
+    return watched
+
+
+async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did_not_change(
+    tmp_path: Path,
+) -> None:
+    secrets, demo = with_a_password(tmp_path, "first")
+    looks: list[Looks] = []
+    watched = counting_looks(looks)
 
     def supervisor(*, leave_running: bool = True):
         return open_local_supervisor(
@@ -276,3 +289,35 @@ async def test_a_changed_password_is_applied_and_a_restart_changes_none_that_did
         assert await logs_in(urls(status), tls, "third")
         assert not await logs_in(urls(status), tls, "second")
         assert await trio.to_thread.run_sync(change_password_calls, sup, demo, status) == calls + 1
+
+
+async def test_a_password_taken_out_of_the_spec_is_refused_and_the_certificate_still_works(
+    tmp_path: Path,
+) -> None:
+    """passwordSecret removed from a user: the old password is refused, the user's client
+    certificate keeps its access (the user is made anew without a password, its roles given
+    back), and the record of the password is gone from etcd."""
+    secrets, demo = with_a_password(tmp_path, "first")
+    looks: list[Looks] = []
+    watched = counting_looks(looks)
+
+    async with open_local_supervisor(tmp_path / "state", secrets_dir=secrets, wrap=watched) as sup:
+        await sup.fleet.apply([demo])
+        status = await sup.wait_healthy(demo.ref, 3)
+        await reconciled(sup, demo, "issued to app")
+        tls = user_tls(sup, demo, "app")
+        assert await logs_in(urls(status), tls, "first")
+        assert "app" in (await looks[-1].read(urls(status))).password_records
+
+        await sup.fleet.apply([with_auth(demo, AuthSpec(enabled=True, users=(APP,), roles=(APP_RW,)), 2)])
+        message = await reconciled(sup, demo, "remove password of user app")
+        assert "grant role app-rw of user app" in message, message
+        assert not await logs_in(urls(status), tls, "first")
+        async with open_etcd_client(urls(status), tls=tls, call_timeout=5) as by_certificate:
+            await by_certificate.put(b"/app/config", b"v2")
+            assert await by_certificate.get(b"/app/config") == b"v2"
+            with pytest.raises(PermissionDenied):
+                await by_certificate.get(b"/other/x")
+        state = await looks[-1].read(urls(status))
+        assert "app" not in state.password_records
+        assert state.users["app"] >= {"app-rw"}

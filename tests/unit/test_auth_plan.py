@@ -3,6 +3,8 @@ own users first, roles before the users who hold them, managed users and roles m
 and removed when the spec drops them, what the supervisor did not make left alone, and nothing
 to do once etcd holds what the spec says."""
 
+import attrs
+
 from actors.auth_plan import (
     MANAGED,
     ROOT,
@@ -29,6 +31,7 @@ def apply(state: AuthState, steps: list[AuthStep]) -> AuthState:
     users = {k: set(v) for k, v in state.users.items()}
     roles = {k: set(v) for k, v in state.roles.items()}
     enabled = state.enabled
+    records = dict(state.password_records)  # who has a password the supervisor set
     for s in steps:
         match s.op:
             case Op.ROLE_ADD:
@@ -43,6 +46,15 @@ def apply(state: AuthState, steps: list[AuthStep]) -> AuthState:
                     held.discard(s.name)
             case Op.USER_ADD:
                 users[s.name] = set()
+                if s.password_secret:
+                    records[s.name] = "digest"
+            case Op.USER_PASSWORD:
+                assert s.name in users
+                records[s.name] = "digest"
+            case Op.USER_CLEAR_PASSWORD:  # deleted and added again, without a password
+                assert s.name in users
+                users[s.name] = set()
+                records.pop(s.name, None)
             case Op.USER_GRANT:
                 assert s.role in roles, f"{s.role} granted before it exists"
                 users[s.name].add(s.role)
@@ -50,13 +62,17 @@ def apply(state: AuthState, steps: list[AuthStep]) -> AuthState:
                 users[s.name].discard(s.role)
             case Op.USER_DELETE:
                 del users[s.name]
+                records.pop(s.name, None)
             case Op.AUTH_ENABLE:
                 assert ROOT in users and ROOT in users[ROOT], "etcd refuses auth without root"
                 enabled = True
             case Op.AUTH_DISABLE:
                 enabled = False
     return AuthState(
-        enabled, {k: frozenset(v) for k, v in users.items()}, {k: frozenset(v) for k, v in roles.items()}
+        enabled,
+        {k: frozenset(v) for k, v in users.items()},
+        {k: frozenset(v) for k, v in roles.items()},
+        records,
     )
 
 
@@ -138,3 +154,24 @@ def test_a_changed_password_source_is_applied_to_an_existing_user_only():
         spec, EMPTY, frozenset({"app"})
     )
     assert not [s for s in auth_steps(spec, EMPTY, frozenset({"app"})) if s.op is Op.USER_PASSWORD]
+
+
+def test_a_password_taken_out_of_the_spec_is_taken_away_and_the_roles_given_back():
+    with_password = UserSpec("app", ("app-rw",), password_secret="app-etcd-password")
+    spec = AuthSpec(enabled=True, users=(with_password,), roles=(APP_RW,))
+    state = apply(EMPTY, auth_steps(spec, EMPTY))
+    assert state.password_records.keys() == {"app"}
+    without = AuthSpec(enabled=True, users=(APP,), roles=(APP_RW,))
+    steps = auth_steps(without, state)
+    assert steps == [
+        AuthStep(Op.USER_CLEAR_PASSWORD, "app"),
+        AuthStep(Op.USER_GRANT, "app", role="app-rw"),
+        AuthStep(Op.USER_GRANT, "app", role=MANAGED),
+    ]
+    assert steps[0].describe() == "remove password of user app"
+    after = apply(state, steps)
+    assert after.users["app"] == state.users["app"] and not after.password_records
+    assert auth_steps(without, after) == []
+    # A user without a record (its password set by hand, or before records were kept) is left
+    # as it is: the supervisor does not know it has one.
+    assert auth_steps(without, attrs.evolve(state, password_records={})) == []

@@ -15,6 +15,8 @@ from actors.model import (
     ClusterRef,
     ClusterSpec,
     MemberLaunch,
+    PodSettings,
+    PodTemplate,
     ProcessState,
     ResourceSpec,
     RuntimeMember,
@@ -215,7 +217,7 @@ def test_bitnami_pod_runs_the_images_etcd_with_the_official_flags_and_none_of_it
     assert etcd["volumeMounts"][0] == {"name": "data", "mountPath": "/bitnami/etcd"}
     assert etcd["securityContext"]["runAsUser"] == 1001
     assert etcd["securityContext"]["runAsNonRoot"] is True
-    assert pod["spec"]["securityContext"] == {"fsGroup": 1001}
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1001}
 
 
 def test_bitnami_volume_is_given_to_its_user_by_root_with_chown_alone() -> None:
@@ -234,8 +236,28 @@ def test_official_pod_runs_as_the_image_says_without_an_init_container() -> None
     pod = m.member_pod(OWNER, launch(ClusterSpec()))
     (etcd,) = pod["spec"]["containers"]
     assert etcd["command"] == ["/usr/local/bin/etcd"]
-    assert "initContainers" not in pod["spec"] and "securityContext" not in pod["spec"]
-    assert "securityContext" not in etcd and "env" not in etcd
+    assert "initContainers" not in pod["spec"] and "env" not in etcd
+    # The image's user (root), without privilege, under the runtime's seccomp profile.
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert etcd["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+@pytest.mark.parametrize("repository", ["quay.io/coreos/etcd", "docker.io/bitnami/etcd"])
+def test_a_template_that_says_run_as_non_root_makes_nothing_run_as_root(repository: str) -> None:
+    """podTemplate `runAsNonRoot: true`: no root init container (Bitnami's volume owner); the
+    official image's etcd as 65532 unless the template names a user; each pod kind alike."""
+    template = PodTemplate(spec=PodSettings(security_context={"runAsNonRoot": True}))
+    spec = ClusterSpec(repository=repository, pod_template=template)
+    pod = m.member_pod(OWNER, launch(spec))
+    assert "initContainers" not in pod["spec"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    user = pod["spec"]["containers"][0]["securityContext"].get("runAsUser")
+    assert (user or pod["spec"]["securityContext"]["runAsUser"]) in (1001, 65532)
+    named = PodTemplate(spec=PodSettings(security_context={"runAsNonRoot": True, "runAsUser": 1000}))
+    named_pod = m.member_pod(OWNER, launch(ClusterSpec(repository=repository, pod_template=named)))
+    if "bitnami" not in repository:  # the official image's etcd runs as the template's user
+        assert named_pod["spec"]["securityContext"]["runAsUser"] == 1000
+        assert "runAsUser" not in named_pod["spec"]["containers"][0]["securityContext"]
 
 
 def test_debug_sidecar_only_on_request() -> None:

@@ -255,8 +255,13 @@ def test_a_member_pod_takes_the_whole_template_combined_with_the_supervisors_own
     assert spec["priorityClassName"] == "etcd-critical" and spec["runtimeClassName"] == "gvisor"
     assert spec["imagePullSecrets"] == [{"name": "mirror-creds"}]
     # The user's fields over ours: bitnami's fsGroup 1001 gives way to the user's 2000.
-    assert plain["spec"]["securityContext"] == {"fsGroup": 1001}
-    assert spec["securityContext"] == {"fsGroup": 2000, "runAsUser": 1000, "runAsNonRoot": True}
+    assert plain["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1001}
+    assert spec["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "fsGroup": 2000,
+        "runAsUser": 1000,
+        "runAsNonRoot": True,
+    }
     affinity = spec["affinity"]
     assert affinity["nodeAffinity"] == USER["spec"]["affinity"]["nodeAffinity"]  # type: ignore[index]
     # Anti-affinity: ours (prefer other hosts) kept, the user's required term added.

@@ -99,7 +99,11 @@ def test_a_bitnami_warm_pod_is_its_members_pod_volume_owner_and_user_included() 
     assert etcd["securityContext"] == member["spec"]["containers"][0]["securityContext"]
     assert etcd["env"] == [{"name": warm.TOKEN_ENV, "value": "tok"}]  # nothing etcd reads
     assert pod["spec"]["initContainers"] == member["spec"]["initContainers"]
-    assert pod["spec"]["securityContext"] == member["spec"]["securityContext"] == {"fsGroup": 1001}
+    assert (
+        pod["spec"]["securityContext"]
+        == member["spec"]["securityContext"]
+        == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1001}
+    )
 
 
 def _warm_and_member(ahead: MemberLaunch) -> tuple[dict[str, Any], dict[str, Any]]:
