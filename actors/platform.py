@@ -30,6 +30,7 @@ from actors.ports import (
     MemberRuntime,
     StatusSink,
 )
+from actors.publish_nudge import publish_nudge_child
 from actors.renewal import renewal_child
 from supervisor.runtime import Intensity
 
@@ -72,9 +73,11 @@ class Platform:
         return ClusterPorts(self.runtime, self.admin_for(resource), self.status, self.events, self.restorer)
 
     def services(self, timing: BackupTiming) -> list[ChildFactory]:
-        """The per-cluster children the platform's ports make possible: certificate renewal,
-        backups and deltas."""
-        children = [] if self.certificates is None else [renewal_child(self.certificates)]
+        """The per-cluster children the platform's ports make possible: the publish nudge,
+        certificate renewal, backups and deltas."""
+        children = [publish_nudge_child()]
+        if self.certificates is not None:
+            children.append(renewal_child(self.certificates))
         if self.auth_for is not None:
             children.append(auth_child(self.auth_for))
         if self.stores is None:

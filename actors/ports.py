@@ -186,6 +186,11 @@ class EtcdAdmin(Protocol):
         """Defragment exactly this member's backend (it serves nothing meanwhile)."""
         ...
 
+    async def append_empty_entry(self, endpoints: Sequence[str]) -> None:
+        """Commit one raft entry that changes nothing (an alarm list, which etcd takes through
+        raft): every member then applies a new entry (actors/publish_nudge.py says why)."""
+        ...
+
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
         """Clear every member's NOSPACE alarm; how many there were."""
         ...

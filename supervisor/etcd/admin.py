@@ -179,6 +179,9 @@ class EtcdAdminAdapter:
         client = self._for_one(client_url)
         await translated(lambda: client.defragment(client_url, time_limit=DEFRAG_TIME_LIMIT))
 
+    async def append_empty_entry(self, endpoints: Sequence[str]) -> None:
+        await translated(self._aimed(endpoints).alarms)
+
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
         client = self._aimed(endpoints)
         raised = [a for a in await translated(client.alarms) if a.kind is AlarmKind.NOSPACE]

@@ -200,6 +200,10 @@ class SecretTlsAdmin:
         (client_url,) = await self._reach([client_url])
         await (await self._admin()).defragment(client_url)
 
+    async def append_empty_entry(self, endpoints: Sequence[str]) -> None:
+        endpoints = await self._reach(endpoints)
+        await (await self._admin()).append_empty_entry(endpoints)
+
     async def disarm_nospace(self, endpoints: Sequence[str]) -> int:
         endpoints = await self._reach(endpoints)
         return await (await self._admin()).disarm_nospace(endpoints)

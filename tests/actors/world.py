@@ -37,6 +37,10 @@ class MemoryWorld:
     answers_after: float = 0.0  # a started member serves only this long after its start
     list_delay: float = 0.0  # a listing of the runtime takes this long (an API server's lists)
     hung: set = attrs.field(factory=set)  # members that run but answer nothing
+    # Members that, once started, answer nothing until an entry is committed (etcd 3.6's
+    # publish stuck behind a snapshot: actors/publish_nudge.py).
+    stuck_publish: set = attrs.field(factory=set)
+    empty_entries: list = attrs.field(factory=list)  # when each empty entry was committed
     # Something outside removes each new learner from etcd as soon as its member starts.
     removes_learners: bool = False
     stops: list = attrs.field(factory=list)
@@ -129,6 +133,10 @@ class MemoryWorld:
     async def remove(self, endpoints, member_id):
         self.etcd.pop(member_id, None)
 
+    async def append_empty_entry(self, endpoints):
+        self.empty_entries.append(trio.current_time())
+        self.stuck_publish -= set(self.started_at)  # a member started applies the new entry
+
     async def aclose(self):
         self.closed += 1
 
@@ -139,7 +147,7 @@ class MemoryWorld:
             raise EtcdUnavailable("no such member")
         exited = self.runtime[me.name].state is not ProcessState.RUNNING
         too_soon = trio.current_time() < self.started_at[me.name] + self.answers_after
-        if exited or me.name in self.hung or too_soon:
+        if exited or me.name in self.hung or me.name in self.stuck_publish or too_soon:
             raise EtcdUnavailable("connection refused")
         return MemberHealth(me.id, 1, 10, 10, me.is_learner, 1)
 
