@@ -28,14 +28,15 @@ from typing import Any
 import pytest
 
 from supervisor.kube import manifests as m
-from tests.harness import etcd_versions, images
+from tests.harness import images
 from tests.harness.cluster import Cluster
-from tests.harness.components import missing, require
+from tests.harness.components import require
 from tests.harness.formation import (
     STATIC_NAMES,
     TIMINGS,
     assert_no_member_failed,
     form_cluster,
+    import_pinned_etcd,
     is_ready,
     pods,
     time_static_pods,
@@ -354,17 +355,7 @@ def test_a_new_version_replaces_member_pods_one_at_a_time_followers_first(
     3.7 -> 3.6 then goes back through etcd's downgrade API."""
     if e2e_cluster.node is None:  # an external cluster (E2E_KUBECONFIG): no component is missing
         pytest.skip("other etcd versions are imported on the built-in node only")
-    versions = []
-    for minor in (old_minor, new_minor):
-        version = etcd_versions.pinned(minor)
-        if version != e2e_cluster.etcd_version:  # the default image is imported already
-            found = etcd_versions.find_built(version)
-            if isinstance(found, str):
-                missing(found)
-            archive, version = images.etcd_archive(ROOT / "images", found.etcd.parent)
-            e2e_cluster.node.import_image(archive)
-        versions.append(version)
-    old, new = versions
+    old, new = (import_pinned_etcd(e2e_cluster, minor) for minor in (old_minor, new_minor))
     _, seen = form_cluster(e2e_cluster, e2e_namespace, "up", tls=False, version=old)
     assert_no_member_failed(seen)
     ns = ["-n", e2e_namespace]

@@ -27,9 +27,11 @@ from actors.codec import parse_spec
 from actors.model import MemberLaunch
 from supervisor.kube import manifests as m
 from supervisor.kube.tls import generate_cluster_tls
-from tests.harness import images
+from tests.harness import etcd_versions, images
 from tests.harness.cluster import Cluster
+from tests.harness.components import missing
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
+from tests.harness.node import ROOT
 from tests.harness.poll import until
 from tests.harness.watch import KubectlWatch
 
@@ -289,6 +291,20 @@ def etcd_cluster(
             "security": {"tls": {"enabled": tls}},
         },
     }
+
+
+def import_pinned_etcd(cluster: Cluster, minor: str) -> str:
+    """The pinned patch of etcd `minor` (3.7 -> 3.7.3), its image imported on the built-in node
+    (the default version's is there already); a missing build fails (skips outside CI)."""
+    assert cluster.node is not None, "images are imported on the built-in node only"
+    version = etcd_versions.pinned(minor)
+    if version != cluster.etcd_version:
+        found = etcd_versions.find_built(version)
+        if isinstance(found, str):
+            missing(found)
+        archive, version = images.etcd_archive(ROOT / "images", found.etcd.parent)
+        cluster.node.import_image(archive)
+    return version
 
 
 def form_cluster(

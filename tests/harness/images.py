@@ -180,6 +180,22 @@ def etcd_archive(out_dir: Path, bin_dir: Path | None = None) -> tuple[Path, str]
     ), version
 
 
+def broken_etcd_archive(out_dir: Path, version: str) -> Path:
+    """An official-layout image tagged `version` whose etcd exits at once, saying so: a release
+    that fails to start. A static C program (the image has no shell)."""
+    work = out_dir / f"broken-etcd-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    source = work / "etcd.c"
+    source.write_text(
+        '#include <stdio.h>\nint main(void) { fputs("etcd: this build is broken\\n", stderr); return 1; }\n'
+    )
+    binary = work / "etcd"
+    subprocess.run(["gcc", "-static", "-O2", "-o", binary, source], check=True)
+    files: dict[str, Path | str] = {f"/usr/local/bin/{n}": binary for n in ("etcd", "etcdctl", "etcdutl")}
+    tag = f"{ETCD_REPOSITORY}:v{version}"
+    return write_docker_archive(work / "image.tar", tag, [files], entrypoint=["/usr/local/bin/etcd"])
+
+
 BITNAMI_REPOSITORY = "docker.io/bitnami/etcd"  # "bitnami/" in it: spec.image_family is Bitnami's
 BITNAMI_SCRIPTS = "/opt/bitnami/scripts/etcd"
 # What every trap prints to stderr; the e2e test looks for it in every container's log.
