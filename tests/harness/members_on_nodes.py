@@ -26,7 +26,7 @@ from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from tests.harness.cluster import Cluster
 from tests.harness.formation import is_ready, pods, wait_for
-from tests.harness.history import KvWorkload
+from tests.harness.history import KvWorkload, check_history
 from tests.harness.nodes import Nodes
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -283,3 +283,14 @@ def lose_node(
             nodes.start(node)
     nodes.wait_ready(node)
     return Lost(node, member, seconds)
+
+
+def assert_linearizable(workload: KvWorkload, directory: Path) -> None:
+    """The workload's history checked with porcupine; prints how it went (and the longest gap)."""
+    result = check_history(workload.history, directory)
+    failed = sum(1 for op in workload.history.operations if op.outcome != "ok")
+    print(
+        f"{len(workload.history.operations)} operations, {failed} not ok, longest gap without an answer "
+        f"{Gaps(workload).measure():.1f}s; {result.report}"
+    )
+    assert result.ok, f"not linearizable: {result.report} ({result.visualization})"

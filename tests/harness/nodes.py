@@ -180,7 +180,7 @@ class NodeSpec:
         return self.dir / "volumes" / f"pv-{i}"
 
 
-def local_volume(spec: NodeSpec, i: int) -> dict[str, object]:
+def local_volume(spec: NodeSpec, i: int, storage_class: str = LOCAL_CLASS) -> dict[str, object]:
     """A PV on the node's own directory, usable only by pods on that node (its nodeAffinity)."""
     return {
         "apiVersion": "v1",
@@ -190,7 +190,7 @@ def local_volume(spec: NodeSpec, i: int) -> dict[str, object]:
             "capacity": {"storage": VOLUME_SIZE},
             "accessModes": ["ReadWriteOnce"],
             "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": LOCAL_CLASS,
+            "storageClassName": storage_class,
             "local": {"path": str(spec.volume_path(i))},
             "nodeAffinity": {
                 "required": {
@@ -740,14 +740,22 @@ class Nodes:
 
     # --- volumes ---
 
-    def add_local_volumes(self, per_node: int, first: int = 0) -> None:
+    def add_local_volumes(self, per_node: int, first: int = 0, storage_class: str = LOCAL_CLASS) -> None:
         """``per_node`` more PVs on each node (pv-<first>... ): directories under the node's own."""
         pvs = []
         for spec in self.specs:
             for i in range(first, first + per_node):
                 spec.volume_path(i).mkdir(parents=True, exist_ok=True)
-                pvs.append(local_volume(spec, i))
+                pvs.append(local_volume(spec, i, storage_class))
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(pvs))
+
+    def add_storage_class(self, name: str, per_node: int, first: int) -> None:
+        """A second class like the default one (node-local, bound where the pod lands; not the
+        default), with ``per_node`` PVs of it on each node (pv-<first>...)."""
+        document = yaml.safe_load(LOCAL_STORAGE_CLASS)
+        document["metadata"] = {"name": name}
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(document))
+        self.add_local_volumes(per_node, first, storage_class=name)
 
     def recycle_local_volumes(self) -> list[str]:
         """Released PVs (their claim deleted) emptied and made Available again, as the local

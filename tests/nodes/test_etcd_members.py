@@ -18,20 +18,9 @@ import pytest
 from tests.harness import members_on_nodes as on
 from tests.harness.cluster import Cluster
 from tests.harness.formation import etcd_cluster, form_cluster, wait_for
-from tests.harness.history import KvWorkload, check_history
 from tests.harness.nodes import Nodes
 
 pytestmark = pytest.mark.slow
-
-
-def _history_ok(workload: KvWorkload, directory: Path) -> None:
-    result = check_history(workload.history, directory)
-    failed = sum(1 for op in workload.history.operations if op.outcome != "ok")
-    print(
-        f"{len(workload.history.operations)} operations, {failed} not ok, longest gap without an answer "
-        f"{on.Gaps(workload).measure():.1f}s; {result.report}"
-    )
-    assert result.ok, f"not linearizable: {result.report} ({result.visualization})"
 
 
 def _form_quick_to_judge(cluster: Cluster, ns: str, name: str) -> None:
@@ -58,7 +47,7 @@ def test_members_spread_over_zones_and_every_node_drains_in_turn_under_load(
         drains = on.drain_each(cluster, ns, name, workload)
         on.answers_more(workload, "the workload's answers after the last drain")
     assert [d.node for d in drains] == sorted(zones)
-    _history_ok(workload, tmp_path / "history")
+    on.assert_linearizable(workload, tmp_path / "history")
 
 
 def test_a_lost_nodes_member_is_replaced_elsewhere_and_nothing_is_doubled_when_it_returns(
@@ -85,7 +74,7 @@ def test_a_lost_nodes_member_is_replaced_elsewhere_and_nothing_is_doubled_when_i
     removed = log.find("RemoveMember(member_id=")
     assert f"removed member {lost.member} " in log, f"{lost.member} was never removed from etcd"
     assert forced == -1 or -1 < removed < forced, "a stale pod was force-deleted before its removal"
-    _history_ok(workload, tmp_path / "history")
+    on.assert_linearizable(workload, tmp_path / "history")
 
 
 def _acted_on(log: str, member: str) -> list[str]:
@@ -134,4 +123,4 @@ def test_partitions_keep_one_serving_majority_and_a_member_the_operator_reaches_
             time.sleep(2)
         on.answers_more(workload, "answers after the partition healed")
     assert cut.member not in on.placement(cluster, ns, name)
-    _history_ok(workload, tmp_path / "history")
+    on.assert_linearizable(workload, tmp_path / "history")
