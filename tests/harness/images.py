@@ -325,7 +325,7 @@ def start_gate_binary() -> Path:
     return out
 
 
-def operator_archive(out_dir: Path) -> Path:
+def operator_archive(out_dir: Path, *, tag: str = OPERATOR_IMAGE, changed: Mapping[str, str] = {}) -> Path:
     """The operator image (deploy/base's ``etcd-supervisor:dev``) without a base image to pull.
 
     deploy/Dockerfile installs the project on python:3.11-slim; here the same two parts are
@@ -380,9 +380,16 @@ def operator_archive(out_dir: Path) -> Path:
         for path in (repo / package).rglob("*.py"):
             if "__pycache__" not in path.parts:
                 project[f"/app/{path.relative_to(repo)}"] = path
+    # Another build of the project (`changed`: a path under /app and its new text), tagged
+    # `tag`: what an operator upgrade brings.
+    for path, text in changed.items():
+        edited = out_dir / "changed" / path.lstrip("/")
+        edited.parent.mkdir(parents=True, exist_ok=True)
+        edited.write_text(text)
+        project[path] = edited
     return write_docker_archive(
         out_dir / "operator.tar",
-        OPERATOR_IMAGE,
+        tag,
         [runtime, project],
         entrypoint=["etcd-supervisor"],
         env={"PYTHONPATH": "/app", "LD_LIBRARY_PATH": "/opt/python/lib", "PYTHONDONTWRITEBYTECODE": "1"},
