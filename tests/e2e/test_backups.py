@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -249,3 +250,97 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
         poll=1.0,
     )
     assert "DeltaVerificationFailed" not in event_reasons(e2e_cluster, ns, "src")
+
+
+SECOND = "e2e-second-site"
+
+
+def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_site_and_wakes_twice(
+    e2e_cluster: Cluster,
+    e2e_namespace: str,
+    deployed_operator: None,  # noqa: F811
+    pod_reachable_s3: S3Server,
+    tmp_path: Path,
+) -> None:
+    """Issues 29 and 32 on real pods: backups compressed and encrypted by the operator pod,
+    verified in pods and copied to a second bucket (verified there by hash); `hibernate: true`
+    takes a final backup and deletes the member pods; `false` wakes on the claims, every key and
+    the revision kept; hibernated again with the claims deleted, it wakes from the final backup."""
+    s3, ns = pod_reachable_s3, e2e_namespace
+    s3.create_bucket(SECOND)
+    e2e_cluster.kubectl(
+        "create", "secret", "generic", "s3-creds", "-n", ns,
+        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
+    )  # fmt: skip
+    key = base64.b64encode(os.urandom(32)).decode()
+    e2e_cluster.kubectl("create", "secret", "generic", "backup-key", "-n", ns, f"--from-literal=key={key}")
+    second = s3_store(s3)
+    second["s3"] = {**second["s3"], "bucket": SECOND}
+    cluster = etcd_cluster("sleepy", e2e_cluster.etcd_version, tls=True)
+    cluster["spec"]["backup"] = {
+        "schedule": "0 0 1 1 *",  # only the hibernation's and on-demand backups here
+        "encryption": {"keySecret": "backup-key"},
+        "store": s3_store(s3),
+        "copyTo": {"store": second},
+    }
+    e2e_cluster.apply([cluster], namespace=ns)
+
+    def phase() -> str:
+        return str(status(e2e_cluster, ns, "sleepy").get("phase"))
+
+    def running() -> bool:
+        st = status(e2e_cluster, ns, "sleepy")
+        return st.get("phase") == "Running" and st.get("readyReplicas") == 3
+
+    def contents() -> tuple[dict[str, str], int]:
+        got = json.loads(
+            etcdctl(e2e_cluster, ns, "sleepy", tmp_path, "get", "--prefix", "/app/", "-w", "json")
+        )
+        kvs = {
+            base64.b64decode(kv["key"]).decode(): base64.b64decode(kv["value"]).decode() for kv in got["kvs"]
+        }
+        return kvs, int(got["header"]["revision"])
+
+    wait_for("EtcdCluster sleepy Running", running, 180)
+    puts = "".join(f"put {k} {v}\n" for k, v in KEYS.items())
+    etcdctl(e2e_cluster, ns, "sleepy", tmp_path, "txn", input=f"\n{puts}\n\n")
+    written = contents()
+
+    def hibernate(value: bool) -> None:
+        patch = json.dumps({"spec": {"hibernate": value}})
+        e2e_cluster.kubectl("patch", "-n", ns, "etcdcluster/sleepy", "--type=merge", "-p", patch)
+
+    members = f"{m.LABEL_INSTANCE}=sleepy,{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
+    hibernate(True)
+    wait_for("sleepy Hibernated", lambda: phase() == "Hibernated", 240, poll=1.0)
+    assert not pods(e2e_cluster, ns, members)
+    final = (status(e2e_cluster, ns, "sleepy").get("backup") or {}).get("lastSuccessfulBackup") or {}
+    assert final.get("verified") is True and final["revision"] >= written[1], final
+    # Stored encrypted (no etcd snapshot's bytes in the object), and copied to the second site.
+    client = s3.boto3_client()
+    meta = json.loads(client.get_object(Bucket=BUCKET, Key=f"etcd/{final['key']}.json")["Body"].read())
+    assert meta["encryption"]["keyId"] and meta["compression"] == "zstd", meta
+    stored = client.get_object(Bucket=BUCKET, Key=f"etcd/{final['key']}")["Body"].read()
+    assert b"/app/key-00" not in stored
+    wait_for(
+        "the final backup verified in the second bucket",
+        lambda: "Contents" in client.list_objects_v2(Bucket=SECOND, Prefix=f"etcd/{final['key']}.json"),
+        120,
+        poll=1.0,
+    )
+    assert "BackupCopied" in event_reasons(e2e_cluster, ns, "sleepy")
+
+    hibernate(False)  # wakes on its claims: the same data
+    wait_for("sleepy Running after waking on its claims", running, 240, poll=1.0)
+    assert contents() == written
+
+    hibernate(True)
+    wait_for("sleepy Hibernated again", lambda: phase() == "Hibernated", 240, poll=1.0)
+    again = (status(e2e_cluster, ns, "sleepy").get("backup") or {}).get("lastSuccessfulBackup") or {}
+    e2e_cluster.kubectl("delete", "pvc", "-n", ns, "-l", members, "--wait=true", timeout=120)
+    hibernate(False)  # every claim gone: rebuilt from the final backup, decrypted by the operator
+    wait_for("sleepy Running after waking from its backup", running, 300, poll=1.0)
+    kvs, revision = contents()
+    assert kvs == written[0] and revision == again["revision"], (revision, again)
+    assert "QuorumRecoveredFromBackup" in event_reasons(e2e_cluster, ns, "sleepy")
