@@ -1,11 +1,11 @@
 """The day-2 capabilities on real etcd processes with spec.security.auth on (issue 33). A tenant
 whose role reaches only its prefix writes and reads through its client certificate while the
-supervisor takes a scheduled backup and its deltas and verifies them in a scratch etcd (auth on
-there too: the backup holds etcd's auth store), defragments every member and rolls them for an
-upgrade to the next minor (3.6 -> 3.7); porcupine checks the tenant's history. Then a majority
-is lost with its data (rebuilt from the survivor), then every member (rebuilt from the verified
-backup and its deltas): etcd's users and roles come back each time, the tenant keeps its reach
-and nothing more, and the auth child goes on reconciling (a user added after the restore)."""
+supervisor takes a scheduled backup, an on-demand one and deltas and verifies them in a scratch
+etcd (auth on there too: the backup holds etcd's auth store), defragments every member and rolls
+them for an upgrade to the next minor (3.6 -> 3.7); porcupine checks the tenant's history. Then a
+majority is lost with its data (rebuilt from the survivor), then every member (rebuilt from the
+verified backup and its deltas): etcd's users and roles come back each time, the tenant keeps its
+reach and nothing more, and the auth child goes on reconciling (a user added after the restore)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,12 @@ from actors.maintenance.actor import defrag_child
 from actors.model import (
     DEFAULT_VERSION,
     AuthSpec,
+    BackupPhase,
     BackupSpec,
     DefragSpec,
     DisasterRecoverySpec,
+    EtcdBackup,
+    EtcdBackupSpec,
     LocalStore,
     MaintenanceSpec,
     Permission,
@@ -34,8 +37,10 @@ from actors.model import (
     UserSpec,
 )
 from supervisor.etcd import PermissionDenied, TlsFiles, open_etcd_client
+from supervisor.local.backup_requests import LocalBackupRequests
 from supervisor.local.backups import local_backups, local_store_opener
 from supervisor.local.deltas import local_deltas
+from tests.backup.test_backups_under_faults import NoEvents
 from tests.chaos.lifecycle import follow_members, is_healthy, open_local_supervisor, resource, rolled_since
 from tests.chaos.test_auth import reconciled, urls, user_tls, with_auth
 from tests.chaos.test_quorum_recovery import (
@@ -47,6 +52,7 @@ from tests.chaos.test_quorum_recovery import (
 )
 from tests.harness.etcd_versions import built_or_skip, pinned
 from tests.harness.history import KvWorkload, checker_or_skip
+from tests.harness.poll import eventually
 
 RW = PermissionType.READWRITE
 TENANT_ROLE = RoleSpec("tenant", (Permission(RW, "/linearizability/", prefix=True),))
@@ -70,11 +76,19 @@ async def test_backups_defrag_rollouts_and_recovery_from_a_backup_with_auth_on(t
         ),
     )
     clock = half_hourly_clock()
+    requests = LocalBackupRequests(tmp_path / "state", NoEvents())
 
     def children(runtime):
         scratch = tmp_path / "scratch"
         return [
-            local_backups(runtime, manifest_dir=tmp_path, scratch_dir=scratch, clock=clock, wake_every=0.5),
+            local_backups(
+                runtime,
+                manifest_dir=tmp_path,
+                scratch_dir=scratch,
+                clock=clock,
+                wake_every=0.5,
+                requests=requests,
+            ),
             local_deltas(runtime, manifest_dir=tmp_path, scratch_dir=scratch, clock=clock, verify_every=1.0),
             defrag_child(clock=clock, wake_every=0.3),
         ]
@@ -100,6 +114,15 @@ async def test_backups_defrag_rollouts_and_recovery_from_a_backup_with_auth_on(t
             # A scheduled backup, verified in a scratch etcd whose restored store has auth on.
             status = await sup.wait_for(demo.ref, lambda s: verified_revision(s) > 0, timeout=90)
             backup = status.backup.last_successful_backup
+            # An on-demand backup (EtcdBackup), verified the same way.
+            await requests.update([EtcdBackup("default", "now", EtcdBackupSpec("demo"))], [demo], {demo.ref})
+            taken = await eventually(
+                lambda: requests.get("default", "now"),
+                lambda b: b is not None and b.status.phase.finished,
+                within=60,
+                what="the on-demand backup finished",
+            )
+            assert taken.status.phase is BackupPhase.SUCCEEDED and taken.status.verified, taken.status
             # A defragmentation round over every member (the same schedule).
             await sup.wait_for(demo.ref, lambda s: len(defragmented(sup, demo)) >= 3, timeout=90)
             assert sorted(set(defragmented(sup, demo))) == ["demo-0", "demo-1", "demo-2"]
