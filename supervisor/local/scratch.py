@@ -5,6 +5,13 @@ by a one-member etcd on free loopback ports, so nothing of it can reach a real c
 cluster ID, a token of its own, no peers). Its HashKV at the snapshot's revision is what the
 backup is compared against.
 
+A snapshot of a cluster with etcd auth on (spec.security.auth) holds etcd's auth store, so the
+scratch etcd starts with auth on and refuses a caller without a user ("user name is empty"):
+it serves its clients over TLS with a throwaway CA of its own (`scratch_tls`) and takes a client
+certificate's common name as the user, and the verifier's certificate says `root`, a user every
+auth-enabled store has with the root role (etcd enables auth only then, and never lets root lose
+it). A snapshot with auth off ignores the name.
+
 Restore to a revision and the verification of delta backups replay delta changes into such a
 scratch member (supervisor/etcd/replay.py): each original revision's changes as one
 transaction, in order, so the scratch store's revisions are the original ones, and its HashKV
@@ -15,6 +22,7 @@ restore, a snapshot of the scratch then becomes the seed's data.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 import re
@@ -27,10 +35,13 @@ import trio
 
 from actors.backup.deltas import Change
 from actors.backup.records import KvHash
+from supervisor import pki
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.head_hash import hash_at_head
 from supervisor.etcd.replay import replaying, wait_serving
+from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
+from supervisor.local.layout import write_file_atomically
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +91,9 @@ class ScratchVerifier:
             await _write(db, snapshot)
             peer, client = processes.pick_free_ports(2, taken=set())
             await self._restore(db, scratch / "data", peer)
-            async with self._serving(scratch, peer, client) as url:
+            async with self._serving(scratch, peer, client) as (url, tls):
                 with trio.fail_after(START_TIMEOUT):
-                    return await hash_at_head(url)
+                    return await hash_at_head(url, tls=tls)
         finally:
             await trio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
 
@@ -114,8 +125,8 @@ class ScratchVerifier:
             peer, client_port = processes.pick_free_ports(2, taken=set())
             await self._restore(snapshot, scratch / "data", peer)
             async with (
-                self._serving(scratch, peer, client_port, await self._no_fsync()) as url,
-                open_etcd_client([url], call_timeout=30.0) as client,
+                self._serving(scratch, peer, client_port, await self._no_fsync()) as (url, tls),
+                open_etcd_client([url], tls=tls, call_timeout=30.0) as client,
             ):
                 with trio.fail_after(START_TIMEOUT):
                     await wait_serving(client)
@@ -156,21 +167,45 @@ class ScratchVerifier:
     @contextlib.asynccontextmanager
     async def _serving(
         self, scratch: Path, peer: int, client: int, extra: tuple[str, ...] = ()
-    ) -> AsyncIterator[str]:
-        url = f"http://127.0.0.1:{client}"
+    ) -> AsyncIterator[tuple[str, TlsFiles]]:
+        """The scratch etcd's client URL and the files of a client it takes as root."""
+        url = f"https://127.0.0.1:{client}"
+        server, root = await trio.to_thread.run_sync(scratch_tls, scratch / "tls")
         argv = [
             str(self._etcd), "--name=scratch", f"--data-dir={scratch / 'data'}",
             f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--listen-client-urls={url}",
-            f"--advertise-client-urls={url}", "--log-level=error", *extra,
+            f"--advertise-client-urls={url}", "--log-level=error",
+            f"--cert-file={server.cert_file}", f"--key-file={server.key_file}",
+            f"--trusted-ca-file={server.ca_file}", "--client-cert-auth", *extra,
         ]  # fmt: skip
         with (scratch / "etcd.log").open("wb") as log_file:
             process = await trio.lowlevel.open_process(argv, stdout=log_file, stderr=log_file)
         try:
-            yield url
+            yield url, root
         finally:
             with trio.CancelScope(shield=True):
                 process.kill()
                 await process.wait()
+
+
+def scratch_tls(directory: Path) -> tuple[TlsFiles, TlsFiles]:
+    """(the server's files, root's client files) of a throwaway CA made in `directory`, for a
+    scratch etcd on 127.0.0.1 that lives minutes: its CA key is never written."""
+    now = datetime.datetime.now(datetime.UTC)
+    lifetime = datetime.timedelta(days=1)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = pki.new_ca("etcd-supervisor scratch CA", now=now, lifetime=lifetime)
+    server = pki.issue(
+        ca, "scratch", now=now, lifetime=lifetime, ips=["127.0.0.1"], server_auth=True, client_auth=False
+    )
+    root = pki.issue(ca, "root", now=now, lifetime=lifetime, server_auth=False, client_auth=True)
+    write_file_atomically(directory / "ca.crt", ca.cert_pem(), mode=0o644)
+    files = []
+    for stem, pair in (("server", server), ("root", root)):
+        write_file_atomically(directory / f"{stem}.key", pair.key_pem(), mode=0o600)
+        write_file_atomically(directory / f"{stem}.crt", pair.cert_pem(), mode=0o644)
+        files.append(TlsFiles(directory / "ca.crt", directory / f"{stem}.crt", directory / f"{stem}.key"))
+    return files[0], files[1]
 
 
 async def _write(path: Path, chunks: AsyncIterable[bytes]) -> None:

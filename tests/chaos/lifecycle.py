@@ -55,7 +55,10 @@ class LocalSupervisor:
         with trio.move_on_after(timeout):
             return await self.inner.wait_for(ref, predicate)
         last = self.recorder.statuses.get(ref)
-        raise AssertionError(f"{ref}: condition not met in {timeout}s; last status: {last}")
+        events = [f"{reason}: {message}" for r, reason, message in self.recorder.events if r == ref][-12:]
+        raise AssertionError(
+            f"{ref}: condition not met in {timeout}s; last status: {last}; last events: {events}"
+        )
 
     async def wait_healthy(self, ref: ClusterRef, size: int, *, timeout: float = 60.0) -> ClusterStatus:
         return await self.wait_for(ref, lambda s: is_healthy(s, size), timeout=timeout)

@@ -224,16 +224,7 @@ async def test_automatic_rebuilds_from_the_newest_verified_backup_and_its_deltas
         async with open_etcd_client(writer.endpoints) as etcd:  # a key with a lease, in the deltas only
             lease = await etcd.lease_grant(600)
             reached = await etcd.put(b"leased", b"v", lease=lease)
-        await eventually(
-            lambda: deltas_reach(tmp_path / "backups", demo.ref),
-            lambda reach: reach >= reached,
-            within=30,
-            what=f"deltas reaching revision {reached}",
-        )
-        lost = lose(sup, demo.ref, list(sup.recorder.statuses[demo.ref].members))
-        status = await sup.wait_for(
-            demo.ref, lambda s: is_healthy(s, 3) and not set(lost) & {m.id for m in s.members}, timeout=120
-        )
+        status = await lose_all_once_deltas_reach(sup, demo.ref, tmp_path / "backups", reached)
         rec = status.last_recovery
         assert rec is not None and rec.path is RecoveryPath.BACKUP and rec.source.startswith("default/demo/")
         assert rec.revision >= reached > backup.revision and rec.last_observed_revision >= rec.revision
@@ -246,6 +237,26 @@ async def test_automatic_rebuilds_from_the_newest_verified_backup_and_its_deltas
             assert [kv.lease for kv in await etcd.range(b"leased")] == [lease]  # and its lease
             assert await etcd.lease_granted_ttl(lease) == 600
     assert etcd_pids_under(tmp_path) == []
+
+
+async def lose_all_once_deltas_reach(
+    sup: LocalSupervisor, ref: ClusterRef, backups: Path, reached: int
+) -> ClusterStatus:
+    """Once the delta chunks in `backups` reach revision `reached`, every member lost with its
+    data; the status once the cluster is whole again, of new members only."""
+    await eventually(
+        lambda: deltas_reach(backups, ref),
+        lambda reach: reach >= reached,
+        within=30,
+        what=f"deltas reaching revision {reached}",
+    )
+    members = list(sup.recorder.statuses[ref].members)
+    lost = lose(sup, ref, members)
+    return await sup.wait_for(
+        ref,
+        lambda s: is_healthy(s, len(members)) and not set(lost) & {m.id for m in s.members},
+        timeout=120,
+    )
 
 
 def half_hourly_clock() -> Callable[[], float]:
