@@ -314,7 +314,8 @@ def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_si
     members = f"{m.LABEL_INSTANCE}=sleepy,{m.LABEL_COMPONENT}={m.COMPONENT_MEMBER}"
     hibernate(True)
     wait_for("sleepy Hibernated", lambda: phase() == "Hibernated", 240, poll=1.0)
-    assert not pods(e2e_cluster, ns, members)
+    wait_for("the member pods gone", lambda: not pods(e2e_cluster, ns, members), 60)
+    assert len(e2e_cluster.get_json("pvc", "-l", members, namespace=ns)["items"]) == 3  # the claims kept
     final = (status(e2e_cluster, ns, "sleepy").get("backup") or {}).get("lastSuccessfulBackup") or {}
     assert final.get("verified") is True and final["revision"] >= written[1], final
     # Stored encrypted (no etcd snapshot's bytes in the object), and copied to the second site.
