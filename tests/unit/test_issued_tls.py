@@ -17,19 +17,11 @@ from supervisor import brought_tls, pki
 from supervisor.kube import byo_tls, issued_tls
 from supervisor.kube import manifests as m
 from supervisor.kube.cluster_objects import cluster_objects
+from tests.unit.test_byo_tls import cluster_doc
 
 NOW = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
 REF = ClusterRef("team-a", "demo")
-
-
-def cluster_doc(tls: dict[str, object]) -> dict[str, object]:
-    return {
-        "apiVersion": "etcd.io/v1alpha1",
-        "kind": "EtcdCluster",
-        "metadata": {"name": "demo"},
-        "spec": {"security": {"tls": tls}},
-    }
 
 
 def test_the_spec_names_the_issuer_and_refuses_what_cannot_work() -> None:
