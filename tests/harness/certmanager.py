@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from supervisor import pki
 from tests.harness.components import MissingComponent
 from tests.harness.formation import wait_for
 from tests.harness.nodes import ROOT
+from tests.harness.procs import stop
 
 BUILD = Path(__file__).resolve().parents[1] / "envtest" / "build-certmanager.sh"
 GO_MOD = BUILD.parent / "certmanager" / "go.mod"
@@ -36,7 +38,8 @@ def cert_manager_dir() -> Path:
         for line in GO_MOD.read_text().splitlines()
         if line.startswith("require github.com/cert-manager/cert-manager ")
     )
-    out = Path.home() / ".cache" / "etcd-supervisor" / "cert-manager" / version
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = cache / "etcd-supervisor" / "cert-manager" / version
     if not (out / "cert-manager").exists() or not (out / "crds").is_dir():
         raise MissingComponent(f"cert-manager {version} not built ({out}): run `make certmanager`")
     return out
@@ -76,12 +79,7 @@ def running_cert_manager(nodes: Api, built: Path, log: Path | None = None) -> It
         )
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
 
 def ca_issuer(nodes: Api, namespace: str, name: str, ca: pki.KeyPair) -> None:
