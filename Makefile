@@ -194,6 +194,15 @@ netpol:
 	@tests/envtest/build-kube-router.sh >/dev/null \
 	  || echo "kube-router not built (Go or apt missing?); the NetworkPolicy test will skip (fail under CI=true)"
 
+# cert-manager's controller and CRDs for the three-node tier's issuerRef test, built once into
+# ~/.cache from the Go module github.com/cert-manager/cert-manager (tests/envtest/build-certmanager.sh;
+# ~5 minutes cold on 2 cores). Missing, that test skips (fails under CI=true).
+.PHONY: certmanager
+setup: certmanager
+certmanager:
+	@tests/envtest/build-certmanager.sh >/dev/null \
+	  || echo "cert-manager not built (Go missing?); the issuerRef test will skip (fail under CI=true)"
+
 # The e2e tier alone (E2E_KUBECONFIG=<file> runs it against that cluster instead).
 test-e2e-node: install envtest node etcd-versions
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS)
@@ -202,5 +211,5 @@ test-e2e-node: install envtest node etcd-versions
 # in a network namespace of its own, one control plane). `make test` runs it too, on the one
 # node's worker: the two tiers share a lock and never run at once.
 .PHONY: test-nodes
-test-nodes: install envtest node netpol
+test-nodes: install envtest node netpol certmanager
 	$(BIN)/pytest tests/nodes $(PYTEST_ARGS)

@@ -72,9 +72,11 @@ class TlsReport:
     state: CertificateState | None
     failure: str = ""
     last_rotation: LastRotation | None = None
-    # The user's Secret (spec.security.tls.secretRef) the certificates come from; "" when the
-    # supervisor generates, renews and rotates them.
+    # The user's Secret (spec.security.tls.secretRef) the certificates come from, or the
+    # cert-manager issuer (issuerRef, then `issued`, e.g. "cert-manager Issuer ca-issuer"); ""
+    # when the supervisor generates, renews and rotates them.
     source: str = ""
+    issued: bool = False
 
 
 # When one leaf is due, the leaves due within this share of validity are renewed with it: leaves
@@ -158,18 +160,21 @@ def certificates_condition(report: TlsReport, spec: CertificatesSpec, now: float
 
 
 def _brought_condition(report: TlsReport, spec: CertificatesSpec, now: float) -> Condition:
-    """Certificates the user brings: theirs to renew; said when unusable, expired or expiring
+    """Certificates the user brings (or cert-manager issues): theirs to renew; said when
+    unusable (for cert-manager: a Certificate not Ready, with its reason), expired or expiring
     within renewBefore (a third of the default validity: 30 days)."""
-    where = f"Secret {report.source}"
+    where = report.source if report.issued else f"Secret {report.source}"
     state = report.state
     if report.failure or state is None:
-        return Condition(CONDITION, "False", "SecretInvalid", report.failure or f"no usable copy of {where}")
+        reason = "CertificateNotReady" if report.issued else "SecretInvalid"
+        return Condition(CONDITION, "False", reason, report.failure or f"no usable copy of {where}")
     expired = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after <= now)
     if expired:
         what = ", ".join(expired)
-        return Condition(CONDITION, "False", "CertificateExpired", f"expired: {what}: replace it in {where}")
+        fix = f"not renewed by {where}" if report.issued else f"replace it in {where}"
+        return Condition(CONDITION, "False", "CertificateExpired", f"expired: {what}: {fix}")
     soon = sorted(c.name for c in (state.ca, *state.leaves) if c.not_after - now < spec.renew_before_seconds)
-    if soon:
+    if soon and not report.issued:  # cert-manager renews at its own renewBefore, the spec's
         what = ", ".join(soon)
         return Condition(
             CONDITION, "False", "ExpiringSoon", f"{what} expires within renewBefore: renew it in {where}"

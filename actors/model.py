@@ -111,6 +111,19 @@ class CertificatesSpec:
 
 
 @frozen
+class IssuerRef:
+    """spec.security.tls.issuerRef: a cert-manager Issuer or ClusterIssuer that issues and renews
+    the cluster's certificates from Certificate objects the supervisor makes (Kubernetes only)."""
+
+    name: str
+    kind: str = "Issuer"  # or ClusterIssuer
+    group: str = "cert-manager.io"
+
+    def __str__(self) -> str:
+        return f"cert-manager {self.kind} {self.name}"
+
+
+@frozen
 class HealthSpec:
     # A running member that answers no probe this long is restarted, then replaced.
     unresponsive_after: str = DEFAULT_UNRESPONSIVE_AFTER
@@ -445,6 +458,9 @@ class ClusterSpec:
     # spec.security.tls.secretRef.name: certificates the user brings in a Secret of their own
     # (ca.crt, server.crt/key, peer.crt/key, client.crt/key); None: generated ones.
     tls_secret: str | None = None
+    # spec.security.tls.issuerRef: certificates from cert-manager (Kubernetes only; locally it
+    # is accepted and ignored, generated certificates are used).
+    tls_issuer: IssuerRef | None = None
     resources: ResourceSpec = field(factory=ResourceSpec)
     # spec.etcdOptions: extra etcd flags (name without dashes -> value), passed to every member.
     etcd_options: Mapping[str, str] = field(factory=dict)

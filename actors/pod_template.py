@@ -72,5 +72,7 @@ def kubernetes_only(spec: ClusterSpec) -> tuple[str, ...]:
         # Members on loopback have no network to police: networkPolicy (on by default) has
         # nothing to do locally, and a clientSelector set is reported.
         "spec.security.clientSelector": spec.client_selector is not None,
+        # cert-manager runs on Kubernetes: locally the supervisor generates the certificates.
+        "spec.security.tls.issuerRef": spec.tls_issuer is not None,
     }
     return tuple(name for name, is_set in fields.items() if is_set)

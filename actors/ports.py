@@ -23,6 +23,7 @@ from actors.model import (
     ClusterSpec,
     ClusterStatus,
     EtcdMember,
+    IssuerRef,
     MemberConfig,
     MemberHealth,
     MemberLaunch,
@@ -234,10 +235,15 @@ class CertificateStore(Protocol):
         """Keep what the store remembers of rotations."""
         ...
 
-    async def follow_source(self, cluster: ClusterRef, source: str) -> None:
-        """Take the certificates from the user's Secret `source` (spec.security.tls.secretRef)
-        into the cluster's material, when they changed; CertificatesRefused, naming what is
-        wrong, when they cannot be used (the material in use is then kept)."""
+    # Whether follow_source takes a cert-manager issuer (spec.security.tls.issuerRef): on
+    # Kubernetes only; elsewhere issuerRef is ignored and the certificates are generated.
+    follows_issuers: bool
+
+    async def follow_source(self, cluster: ClusterRef, source: str | IssuerRef) -> None:
+        """Take the certificates from the user's Secret `source` (spec.security.tls.secretRef),
+        or from the Secrets cert-manager writes for the cluster's Certificates (issuerRef), into
+        the cluster's material, when they changed; CertificatesRefused, naming what is wrong,
+        when they cannot be used (the material in use is then kept)."""
         ...
 
 

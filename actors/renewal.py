@@ -28,7 +28,7 @@ from actors.ca_rotation import CaStep, next_step, rotating
 from actors.certificates import Certificate, CertificateState, TlsReport, due, seconds_until_due
 from actors.cluster_context import ChildFactory, ClusterContext, ServicesReported, nudge
 from actors.errors import CertificatesRefused
-from actors.model import CertificatesSpec, LastRotation, RotationKind
+from actors.model import CertificatesSpec, IssuerRef, LastRotation, RotationKind
 from actors.ports import CertificateStore
 from supervisor.runtime import ChildSpec
 
@@ -81,6 +81,8 @@ class Renewal:
             return IDLE_LOOK
         if spec.tls_secret:
             return await self._brought(spec.tls_secret)
+        if spec.tls_issuer is not None and self._store.follows_issuers:
+            return await self._brought(spec.tls_issuer)
         state = await self._store.read(self._context.ref)
         if state is None:
             self._saw_created = True
@@ -100,8 +102,9 @@ class Renewal:
             return self._context.timing.tick
         return max(seconds_until_due(state, spec.certificates, self._clock()), 1.0)
 
-    async def _brought(self, source: str) -> float:
-        """Certificates the user brings: follow their Secret and report; nothing is renewed."""
+    async def _brought(self, source: str | IssuerRef) -> float:
+        """Certificates the user brings (their Secret) or cert-manager issues (issuerRef): follow
+        them and report; nothing is renewed here."""
         failure = ""
         try:
             await self._store.follow_source(self._context.ref, source)
@@ -110,7 +113,8 @@ class Renewal:
             await self._refused(failure)
         state = await self._store.read(self._context.ref)
         if state is not None or failure:  # never usable yet: the failure is said all the same
-            self._report(TlsReport(state, failure, source=source))
+            issued = isinstance(source, IssuerRef)
+            self._report(TlsReport(state, failure, source=str(source), issued=issued))
         return RETRY_AFTER if failure else BROUGHT_LOOK
 
     async def _baseline(self, state: CertificateState) -> CertificateState:

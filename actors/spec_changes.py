@@ -39,6 +39,14 @@ def refused_changes(current: ClusterSpec, wanted: ClusterSpec) -> tuple[SpecErro
                 " rotate the certificates inside the Secret instead",
             )
         )
+    if wanted.tls_issuer != current.tls_issuer:
+        errors.append(
+            SpecError(
+                "spec.security.tls.issuerRef",
+                f"cannot change on an existing cluster (is {current.tls_issuer or 'not set'}): another"
+                " issuer is another CA, trusted by no member",
+            )
+        )
     if _adoption(wanted.adopt) != _adoption(current.adopt):
         errors.append(SpecError("spec.adopt", refused_adoption(current, wanted)))
     version_error = refused_version_change(current.version, wanted.version)

@@ -76,11 +76,17 @@ def state(pems: Mapping[str, bytes]) -> CertificateState:
     cas = pki.load_bundle(pems[CA_CERT])
     first = min(cas, key=lambda c: c.not_valid_after_utc)
     return CertificateState(
-        Certificate("ca", *pki.dates(first)),
-        tuple(Certificate(leaf, *pki.dates(_cert(pems, name))) for leaf, name in LEAVES.items()),
+        Certificate("ca", *_dates(first)),
+        tuple(Certificate(leaf, *_dates(_cert(pems, name))) for leaf, name in LEAVES.items()),
         trusted=len(cas),
         trust=trust(pems),
     )
+
+
+def _dates(cert: x509.Certificate) -> tuple[float, float]:
+    """(notBefore, notAfter): whoever signed brought material may not backdate as pki.issue does
+    (cert-manager does not), so notBefore is taken as when it was signed, never a time to come."""
+    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
 
 
 def _pair_problems(

@@ -48,6 +48,7 @@ from actors.model import (
     DisasterRecoverySpec,
     EncryptionSpec,
     HealthSpec,
+    IssuerRef,
     MaintenanceSpec,
     ReclaimPolicy,
     RecoveryMode,
@@ -119,6 +120,7 @@ def parse_spec(spec: Mapping[str, Any], reader: Reader | None = None) -> Cluster
         tls_enabled=r.boolean(tls, "enabled", "spec.security.tls.enabled", True),
         certificates=_certificates(tls, r),
         tls_secret=_tls_secret(tls, r),
+        tls_issuer=_tls_issuer(tls, r),
         etcd_options=_etcd_options(spec, version or DEFAULT_VERSION, r),
         pod_template=parse_pod_template(spec, r),
         resources=ResourceSpec(
@@ -232,16 +234,12 @@ SECRET_REF = "spec.security.tls.secretRef"
 
 
 def _tls_secret(tls: Mapping[str, Any], r: Reader) -> str | None:
-    """secretRef's Secret name; issuerRef (cert-manager) is refused by name until it is built."""
-    if tls.get("issuerRef") is not None:
-        r.fail(
-            "spec.security.tls.issuerRef",
-            "certificates from cert-manager are not supported by this version yet: use the generated"
-            " certificates (no source given) or secretRef",
-        )
+    """secretRef's Secret name."""
     doc = r.mapping(tls, "secretRef", SECRET_REF, {"name"})
     if not doc:
         return None
+    if tls.get("issuerRef") is not None:
+        r.fail(SECRET_REF, f"give one source of certificates: secretRef or {ISSUER_REF}, not both")
     name = r.string(doc, "name", f"{SECRET_REF}.name", None)
     if not name or not SECRET_NAME_PATTERN.match(name):
         r.fail(f"{SECRET_REF}.name", f"must name a Secret: a DNS subdomain (got {name!r})")
@@ -249,6 +247,28 @@ def _tls_secret(tls: Mapping[str, Any], r: Reader) -> str | None:
     if tls.get("enabled") is False:
         r.fail(SECRET_REF, "needs TLS: spec.security.tls.enabled is false")
     return name
+
+
+ISSUER_REF = "spec.security.tls.issuerRef"
+ISSUER_KINDS = ("Issuer", "ClusterIssuer")
+
+
+def _tls_issuer(tls: Mapping[str, Any], r: Reader) -> IssuerRef | None:
+    """issuerRef: the cert-manager issuer of the cluster's certificates."""
+    doc = r.mapping(tls, "issuerRef", ISSUER_REF, {"name", "kind", "group"})
+    if not doc:
+        return None
+    name = r.string(doc, "name", f"{ISSUER_REF}.name", None)
+    if not name or not SECRET_NAME_PATTERN.match(name):
+        r.fail(f"{ISSUER_REF}.name", f"must name an issuer: a DNS subdomain (got {name!r})")
+        return None
+    kind = r.string(doc, "kind", f"{ISSUER_REF}.kind", "Issuer") or "Issuer"
+    if kind not in ISSUER_KINDS:
+        r.fail(f"{ISSUER_REF}.kind", f"must be Issuer or ClusterIssuer (got {kind!r})")
+    group = r.string(doc, "group", f"{ISSUER_REF}.group", "cert-manager.io") or "cert-manager.io"
+    if tls.get("enabled") is False:
+        r.fail(ISSUER_REF, "needs TLS: spec.security.tls.enabled is false")
+    return IssuerRef(name, kind, group)
 
 
 def _certificates(tls: Mapping[str, Any], r: Reader) -> CertificatesSpec:

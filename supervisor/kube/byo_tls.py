@@ -17,8 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from actors.errors import CertificatesRefused
-from actors.model import ClusterRef
+from actors.model import ClusterRef, IssuerRef
 from supervisor import brought_tls
+from supervisor.kube import issued_tls
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError
 
@@ -59,19 +60,30 @@ def copied(data: Mapping[str, str]) -> dict[str, str]:
 
 
 async def sync_copy(
-    client: KubeClient, ref: ClusterRef, source: str, *, now: dt.datetime, owner: m.Owner | None = None
+    client: KubeClient,
+    ref: ClusterRef,
+    source: str | IssuerRef,
+    *,
+    now: dt.datetime,
+    owner: m.Owner | None = None,
 ) -> dict[str, str] | None:
-    """Update the cluster's <cluster>-tls Secret from the user's `source` Secret (one
-    compare-and-swap update), or make it when `owner` is given; the copy's data when it changed, else None.
-    CertificatesRefused, naming the Secret and the key, when the source is missing or not
-    usable: nothing is copied then."""
-    user = await _get(client, ref, source)
-    if user is None:
-        raise CertificatesRefused(f"secretRef: Secret {ref.namespace}/{source} not found")
-    data = user.get("data") or {}
+    """Update the cluster's <cluster>-tls Secret from the user's `source` Secret, or from the
+    Secrets cert-manager issued for the cluster (issued_tls.py; `source` the issuer), in one
+    compare-and-swap update, or make it when `owner` is given; the copy's data when it changed,
+    else None. CertificatesRefused, naming the Secret (or issuer) and the key, when the source
+    is missing or not usable: nothing is copied then."""
+    if isinstance(source, IssuerRef):
+        label = f"spec.security.tls.issuerRef ({source.kind} {source.name})"
+        data = await issued_tls.issued_data(client, ref, source)
+    else:
+        label = f"secretRef: Secret {ref.namespace}/{source}"
+        user = await _get(client, ref, source)
+        if user is None:
+            raise CertificatesRefused(f"{label} not found")
+        data = user.get("data") or {}
     found = problems(data, now=now)
     if found:
-        raise CertificatesRefused(f"secretRef: Secret {ref.namespace}/{source}: {'; '.join(found)}")
+        raise CertificatesRefused(f"{label}: {'; '.join(found)}")
     wanted = copied(data)
     live = await _get(client, ref, m.tls_secret_name(ref))
     try:
@@ -79,14 +91,14 @@ async def sync_copy(
             if owner is None:
                 return None  # made by the member's first step, which knows the owner
             secret = m.tls_secret(owner, wanted)
-            secret["metadata"].setdefault("annotations", {})[ANNOTATION_SOURCE] = source
+            secret["metadata"].setdefault("annotations", {})[ANNOTATION_SOURCE] = str(source)
             await client.create(m.core_path(ref.namespace, "secrets"), secret)
             return wanted
         if (live.get("data") or {}) == wanted:
             return None
         await client.replace(_path(ref, m.tls_secret_name(ref)), {**live, "data": wanted})
     except KubeError as e:
-        raise CertificatesRefused(f"secretRef: the copy {m.tls_secret_name(ref)} not written: {e}") from e
+        raise CertificatesRefused(f"{label}: the copy {m.tls_secret_name(ref)} not written: {e}") from e
     return wanted
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from actors.certificates import CertificateState, RotationRecord
 from actors.errors import CertificatesRefused
-from actors.model import ClusterRef
+from actors.model import ClusterRef, IssuerRef
 from supervisor import brought_tls, ca_material, pki
 from supervisor.kube import byo_tls
 from supervisor.kube import manifests as m
@@ -46,6 +46,8 @@ RECORD_ANNOTATIONS = {
 
 
 class KubeCertificates(MaterialStore):
+    follows_issuers = True  # spec.security.tls.issuerRef: cert-manager's Secrets (issued_tls.py)
+
     def __init__(self, client: KubeClient, tls_root: Path) -> None:
         self._client = client
         self._tls_root = tls_root  # the operator's files: <root>/<namespace>/<name>
@@ -61,7 +63,7 @@ class KubeCertificates(MaterialStore):
         except (KeyError, ValueError) as e:
             raise CertificatesRefused(f"Secret {_name(cluster)}: unreadable certificate {e}") from e
 
-    async def follow_source(self, cluster: ClusterRef, source: str) -> None:
+    async def follow_source(self, cluster: ClusterRef, source: str | IssuerRef) -> None:
         copied = await byo_tls.sync_copy(self._client, cluster, source, now=dt.datetime.now(dt.UTC))
         if copied is not None:  # the operator's own files follow the copy just written
             write_files(self._tls_root / cluster.namespace / cluster.name, copied)

@@ -17,11 +17,13 @@ import copy
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from attrs import frozen
 
-from actors.model import KIND, CertificatesSpec, ClusterSpec
+from actors.model import KIND, CertificatesSpec, ClusterSpec, IssuerRef
+from supervisor.kube import issued_tls
 from supervisor.kube import manifests as m
 from supervisor.kube.client import KubeClient, KubeError, is_conflict
 from supervisor.kube.network_policy import OperatorAccess, network_policy, networkpolicy_path
@@ -103,6 +105,42 @@ def tls_secret(
     )
 
 
+CERTIFICATE_FIELDS = (
+    "secretName",
+    "issuerRef",
+    "duration",
+    "renewBefore",
+    "usages",
+    "privateKey",
+    "commonName",
+    "dnsNames",
+    "ipAddresses",
+    "secretTemplate",
+)
+
+
+def issued_certificates(
+    issuer: IssuerRef, lives: CertificatesSpec, *, cluster_domain: str
+) -> list[ClusterObject]:
+    """cert-manager's Certificates of a cluster with issuerRef (issued_tls.py); their spec is
+    the operator's: an edit is set back."""
+    return [
+        ClusterObject(
+            f"{leaf} Certificate",
+            issued_tls.certificates_path,
+            partial(
+                issued_tls.certificate,
+                leaf=leaf,
+                issuer=issuer,
+                lives=lives,
+                cluster_domain=cluster_domain,
+            ),
+            owned=CERTIFICATE_FIELDS,
+        )
+        for leaf in issued_tls.LEAVES
+    ]
+
+
 def network_policy_object(spec: ClusterSpec, access: OperatorAccess) -> ClusterObject:
     """Who may reach the cluster's pods (network_policy.py); egress, which it leaves alone, is
     removed if someone added it."""
@@ -128,8 +166,10 @@ def cluster_objects(
     the peer Service's (peer_service); `access` what its NetworkPolicy admits as the operator
     (with spec.security.networkPolicy; the runtime deletes the policy without it)."""
     out = [peer_service(warm_records=warm_records), client_service(), disruption_budget(min_available)]
-    if spec.tls_enabled and not spec.tls_secret:  # a user's Secret is copied by byo_tls instead
+    if spec.tls_enabled and not m.tls_source(spec):  # a brought Secret is copied by byo_tls instead
         out.append(tls_secret(cluster_domain=cluster_domain, now=now, certificates=spec.certificates))
+    if spec.tls_enabled and spec.tls_issuer is not None:
+        out += issued_certificates(spec.tls_issuer, spec.certificates, cluster_domain=cluster_domain)
     if spec.network_policy:
         out.append(network_policy_object(spec, access or OperatorAccess()))
     return out

@@ -22,6 +22,7 @@ from actors.model import (
     KIND,
     ClusterRef,
     ClusterSpec,
+    IssuerRef,
     MemberConfig,
     MemberLaunch,
     MemberUrls,
@@ -507,9 +508,16 @@ TLS_PEER_CERT = "peer.crt"
 TLS_PEER_KEY = "peer.key"
 
 
+def tls_source(spec: ClusterSpec) -> str | IssuerRef | None:
+    """Where a cluster's certificates come from when the operator does not generate them: the
+    user's Secret (secretRef) or cert-manager (issuerRef, issued_tls.py); both are copied into
+    the cluster's TLS Secret the same way (byo_tls.py)."""
+    return spec.tls_secret or spec.tls_issuer
+
+
 def tls_peer_pair(spec: ClusterSpec) -> tuple[str, str]:
-    """The mounted files of the peer listener's pair: the member pair, or a user's peer pair."""
-    cert, key = (TLS_PEER_CERT, TLS_PEER_KEY) if spec.tls_secret else (TLS_CERT, TLS_KEY)
+    """The mounted files of the peer listener's pair: the member pair, or a brought peer pair."""
+    cert, key = (TLS_PEER_CERT, TLS_PEER_KEY) if tls_source(spec) else (TLS_CERT, TLS_KEY)
     return f"{TLS_DIR}/{cert}", f"{TLS_DIR}/{key}"
 
 
@@ -517,7 +525,7 @@ def tls_volume(ref: ClusterRef, spec: ClusterSpec, *, mode: int = 0o400) -> Obj:
     """The cluster's CA certificate and member key pair(s) (never a CA key, never the operator's
     client pair), mounted at TLS_DIR."""
     keys = [TLS_CA_CERT, TLS_CERT, TLS_KEY]
-    if spec.tls_secret:
+    if tls_source(spec):
         keys += [TLS_PEER_CERT, TLS_PEER_KEY]
     return {
         "name": "tls",

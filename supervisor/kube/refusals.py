@@ -49,10 +49,16 @@ def refusal(message: str, *errors: BaseException) -> RuntimeRefused:
 def refusal_in(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     """What a group of API errors from calls made side by side amounts to: the API server
     unreachable if any call found it so, else a refusal; None if anything else failed."""
-    found = api_error_in(group)
-    if found is None or isinstance(found, KubeUnavailable):
-        return found
     leaves = leaf_exceptions(group)
+    refused = [leaf for leaf in leaves if isinstance(leaf, RuntimeRefused)]
+    found = api_error_in(
+        BaseExceptionGroup("answers", [leaf for leaf in leaves if leaf not in refused] or refused)
+    )
+    if isinstance(found, KubeUnavailable):
+        return found
+    if found is None and len(refused) < len(leaves):
+        return None  # something else than an answer or a refusal (a step's own) failed
+    # A step of our own refused side by side (brought certificates unusable) is a refusal too.
     return refusal("; ".join(str(leaf) for leaf in leaves), *leaves)
 
 

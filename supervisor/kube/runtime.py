@@ -28,6 +28,7 @@ from actors.model import (
     ClusterRef,
     ClusterResource,
     ClusterSpec,
+    IssuerRef,
     MemberConfig,
     MemberLaunch,
     MemberUrls,
@@ -213,8 +214,9 @@ class KubeRuntime:
                 nursery.start_soon(ensure, self._client, component, owner)
             if not spec.network_policy:
                 nursery.start_soon(self._client.delete_if_exists, self._policy_path(owner.ref))
-            if spec.tls_enabled and spec.tls_secret:
-                nursery.start_soon(self._copy_brought_tls, owner, spec.tls_secret)
+            source = m.tls_source(spec)
+            if spec.tls_enabled and source:
+                nursery.start_soon(self._copy_brought_tls, owner, source)
             nursery.start_soon(self._warm.sweep, owner.ref)
         self._ensured_at[owner.uid] = trio.current_time()
 
@@ -260,6 +262,14 @@ class KubeRuntime:
     async def _ensure_objects_and_claim(
         self, owner: m.Owner, spec: ClusterSpec, name: str, urls: MemberUrls
     ) -> None:
+        if spec.tls_enabled and m.tls_source(spec):
+            # Brought (or cert-manager's) certificates copied first (with the cluster's objects,
+            # cert-manager's Certificates among them): the claim is the member's record, and a
+            # member recorded while they are unusable would be taken, at the next look, for one
+            # whose data is gone (and restarted to join a cluster that never formed).
+            await self._ensure_cluster_objects(owner, spec)
+            await self._ensure_claim(owner, spec, name, urls)
+            return
         # Side by side: neither needs the other, and a bootstrap waits on both before its pod.
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._ensure_cluster_objects, owner, spec)
@@ -319,9 +329,10 @@ class KubeRuntime:
         # A concurrent start that won the race made a pod as good as ours.
         await self._create_pod(owner, launch, failures=failures, trust=trust)
 
-    async def _copy_brought_tls(self, owner: m.Owner, source: str) -> None:
-        """The user's certificates into the cluster's TLS Secret, before a member mounts it;
-        unusable, the step fails naming what is wrong (RuntimeRefused: held off, an Event)."""
+    async def _copy_brought_tls(self, owner: m.Owner, source: str | IssuerRef) -> None:
+        """The user's (or cert-manager's) certificates into the cluster's TLS Secret, before a
+        member mounts it; unusable, the step fails naming what is wrong (RuntimeRefused: held
+        off, an Event)."""
         try:
             await byo_tls.sync_copy(self._client, owner.ref, source, now=self._now(), owner=owner)
         except CertificatesRefused as e:

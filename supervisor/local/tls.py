@@ -18,7 +18,7 @@ import trio
 
 from actors.certificates import CertificateState, RotationRecord
 from actors.errors import CertificatesRefused
-from actors.model import CertificatesSpec, ClusterRef
+from actors.model import CertificatesSpec, ClusterRef, IssuerRef
 from supervisor import brought_tls, ca_material, pki
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import byo_tls
@@ -90,6 +90,8 @@ class LocalCertificates(MaterialStore):
     never change), and `local env`'s paths stay the same.
     """
 
+    follows_issuers = False  # issuerRef is Kubernetes-only: accepted, ignored, generated here
+
     def __init__(self, state_dir: Path, *, secrets_dir: Path | None = None) -> None:
         self._layout = StateLayout(state_dir)
         self._secrets_dir = secrets_dir  # where secretRef's directories are (the manifest's)
@@ -97,9 +99,11 @@ class LocalCertificates(MaterialStore):
     async def read(self, cluster: ClusterRef) -> CertificateState | None:
         return await trio.to_thread.run_sync(self._read, self._layout.cluster(cluster))
 
-    async def follow_source(self, cluster: ClusterRef, source: str) -> None:
+    async def follow_source(self, cluster: ClusterRef, source: str | IssuerRef) -> None:
         """Certificates the user brings: copy <secrets dir>/<source>/ when it changed
         (supervisor/local/byo_tls.py)."""
+        if isinstance(source, IssuerRef):  # not asked: follows_issuers is False
+            raise CertificatesRefused(f"{source}: cert-manager issues certificates on Kubernetes only")
         if self._secrets_dir is None:
             raise CertificatesRefused(
                 f"secretRef ({source}): this supervisor has no directory of Secrets (the manifest's)"

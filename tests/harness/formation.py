@@ -33,6 +33,7 @@ from tests.harness.components import missing
 from tests.harness.kube import DEPLOY_BASE, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT
 from tests.harness.node import ROOT
 from tests.harness.poll import until
+from tests.harness.procs import stop
 from tests.harness.watch import KubectlWatch
 
 # Filled as the tests run; the operator test divides by the static pods' time.
@@ -403,9 +404,4 @@ def run_operator(
         log.with_suffix(".port").write_text(f"{health}\n")  # its /metrics, for the tests that look
         yield log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)

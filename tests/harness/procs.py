@@ -1,9 +1,11 @@
-"""Finding the processes a test left behind, by what their command lines mention."""
+"""Finding the processes a test left behind, by what their command lines mention; stopping one
+that a test started."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 
@@ -35,3 +37,13 @@ def kill_all_mentioning(*words: str) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 20) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -48,10 +48,52 @@ def deployed(kube_apiserver: KubeAPIServer) -> tuple[KubeAPIServer, list[dict[st
     return kube_apiserver, docs(rendered), proc.stderr
 
 
+OPEN_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def cert_manager_kinds(server: KubeAPIServer) -> None:
+    """cert-manager's kinds the operator touches (issuerRef), as bare CRDs: `kubectl auth can-i`
+    answers "no" for a kind the API server does not serve, whatever the RBAC says."""
+    for kind, plural, scope in (
+        ("Certificate", "certificates", "Namespaced"),
+        ("CertificateRequest", "certificaterequests", "Namespaced"),
+        ("Issuer", "issuers", "Namespaced"),
+        ("ClusterIssuer", "clusterissuers", "Cluster"),
+    ):
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.cert-manager.io"},
+            "spec": {
+                "group": "cert-manager.io",
+                "names": {"kind": kind, "plural": plural},
+                "scope": scope,
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+        server.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(crd))
+        server.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", f"crd/{plural}.cert-manager.io"
+        )
+
+
 @pytest.fixture(scope="module")
 def operator(deployed: tuple[KubeAPIServer, list[dict[str, Any]], str]) -> Path:
     """Kubeconfig of the operator's ServiceAccount, token from the TokenRequest API."""
     server = deployed[0]
+    cert_manager_kinds(server)
     return server.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, create=False)
 
 
@@ -197,6 +239,9 @@ ALLOWED = [
         for v in ("create", "get", "update", "delete")
     ],
     *[(v, r, ["-n", "team-a"]) for r in ("events", "events.events.k8s.io") for v in ("create", "patch")],
+    *[(v, "certificates.cert-manager.io", ["-n", "team-a"]) for v in ("create", "get", "update")],
+    ("get", "issuers.cert-manager.io", ["-n", "team-a"]),
+    ("get", "clusterissuers.cert-manager.io", []),
     *[(v, "leases.coordination.k8s.io", ["-n", OPERATOR_NAMESPACE]) for v in ("get", "create", "update")],
 ]
 
@@ -220,6 +265,10 @@ DENIED = [
     ("create", "persistentvolumes", []),
     ("delete", "events", ["-n", "team-a"]),
     ("list", "networkpolicies.networking.k8s.io", ["-n", "team-a"]),
+    # cert-manager: its Certificates are made and kept, never deleted by hand; issuers only read.
+    ("delete", "certificates.cert-manager.io", ["-n", "team-a"]),
+    ("create", "issuers.cert-manager.io", ["-n", "team-a"]),
+    ("create", "certificaterequests.cert-manager.io", ["-n", "team-a"]),
     # Leader election only in its own namespace, and it never deletes the Lease.
     ("create", "leases.coordination.k8s.io", ["-n", "team-a"]),
     ("delete", "leases.coordination.k8s.io", ["-n", OPERATOR_NAMESPACE]),

@@ -96,7 +96,7 @@ def test_the_spec_names_the_secret_and_refuses_what_cannot_work() -> None:
         parse_cluster(cluster_doc({"secretRef": {"name": "My_TLS"}}))
     with pytest.raises(InvalidCluster, match=r"spec.security.tls.secretRef: needs TLS"):
         parse_cluster(cluster_doc({"enabled": False, "secretRef": {"name": "my-tls"}}))
-    with pytest.raises(InvalidCluster, match=r"spec.security.tls.issuerRef: certificates from cert-manager"):
-        parse_cluster(cluster_doc({"issuerRef": {"name": "ca-issuer", "kind": "Issuer"}}))
+    with pytest.raises(InvalidCluster, match=r"spec.security.tls.secretRef: give one source"):
+        parse_cluster(cluster_doc({"secretRef": {"name": "my-tls"}, "issuerRef": {"name": "ca-issuer"}}))
     (refused,) = refused_changes(ClusterSpec(), ClusterSpec(tls_secret="my-tls"))
     assert refused.field == "spec.security.tls.secretRef"

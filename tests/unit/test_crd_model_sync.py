@@ -31,6 +31,7 @@ SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "tls_enabled": ("security", "tls", "enabled"),
     "certificates": ("security", "tls", "certificates"),
     "tls_secret": ("security", "tls", "secretRef", "name"),
+    "tls_issuer": ("security", "tls", "issuerRef"),
     "etcd_options": ("etcdOptions",),
     "pod_template": ("podTemplate",),
     "resources": ("resources",),
@@ -148,12 +149,8 @@ def record_leaves(record: type, prefix: tuple[str, ...]) -> set[tuple[str, ...]]
     return out
 
 
-# Fields of the resource the daemon reads but the model does not hold: issuerRef is refused by
-# the codec, naming the field, until certificates from cert-manager are built.
+# Fields of the resource the daemon reads but the model does not hold.
 CRD_ONLY: set[tuple[str, ...]] = {
-    ("security", "tls", "issuerRef", "name"),
-    ("security", "tls", "issuerRef", "kind"),
-    ("security", "tls", "issuerRef", "group"),
     # Pod fields the supervisor owns: in the schema only so that a CEL rule refuses each by name.
     *(("podTemplate", "spec", name) for name in OWNED_SPEC_FIELDS),
 }

@@ -31,3 +31,11 @@ def test_anything_but_api_errors_is_left_as_it_was() -> None:
     mixed = group(KubeError(403, "Forbidden"), ValueError("a bug"))
     assert api_error_in(mixed) is None
     assert refusal_in(mixed) is None
+
+
+def test_a_refusal_of_our_own_side_by_side_is_a_refusal() -> None:
+    alone = refusal_in(group(RuntimeRefused("issuerRef: no Issuer nope")))
+    assert isinstance(alone, RuntimeRefused) and "no Issuer nope" in str(alone)
+    both = refusal_in(group(RuntimeRefused("issuerRef: no Issuer nope"), KubeError(403, "Forbidden")))
+    assert isinstance(both, RuntimeRefused) and "403 Forbidden" in str(both)
+    assert refusal_in(group(RuntimeRefused("x"), ValueError("a bug"))) is None
