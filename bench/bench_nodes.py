@@ -40,12 +40,12 @@ import trio
 
 from bench.report import median_line, write_result
 from supervisor.aio import open_asyncio_loop
-from supervisor.etcd import EtcdClient
 from tests.harness import images
 from tests.harness import members_on_nodes as on
 from tests.harness.cluster import Cluster
 from tests.harness.components import MissingComponent
 from tests.harness.formation import form_cluster, run_operator, time_static_cluster, twin_members
+from tests.harness.history import write_past_snapshots
 from tests.harness.nodes import ROOT, Nodes, open_nodes
 from tests.harness.watch import KubectlWatch
 
@@ -126,24 +126,9 @@ def write_history(cluster: Cluster, ns: str, name: str, work: Path) -> None:
     """HISTORY puts, WRITERS at a time, from this host to the members' pod addresses."""
     urls, tls = on.endpoints(cluster, ns, name), on.client_tls(cluster, ns, name, work / "tls")
 
-    async def write() -> None:
-        etcd = EtcdClient(urls, tls=tls)
-        left = iter(range(HISTORY))
-
-        async def writer() -> None:
-            for n in left:
-                await etcd.put(f"history/{n % 100}".encode(), b"x" * 100)
-
-        try:
-            async with trio.open_nursery() as nursery:
-                for _ in range(WRITERS):
-                    nursery.start_soon(writer)
-        finally:
-            await etcd.aclose()
-
     async def in_loop() -> None:
         async with open_asyncio_loop():  # grpclib runs on asyncio, bridged by trio-asyncio
-            await write()
+            await write_past_snapshots(urls, tls, HISTORY, WRITERS)
 
     trio.run(in_loop)
 

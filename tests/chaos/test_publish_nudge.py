@@ -10,33 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
-import trio
 
 from actors.model import ClusterRef, ClusterResource, ClusterSpec
-from supervisor.etcd import EtcdClient
 from tests.chaos.lifecycle import LocalSupervisor, is_healthy, open_local_supervisor
+from tests.harness.history import write_past_snapshots
 
 DEMO = ClusterResource(ClusterRef("default", "demo"), ClusterSpec(size=3, tls_enabled=True, version="3.6.16"))
 # Past etcd 3.6's snapshot count (10000): the leader's log is compacted, a new member gets a snapshot.
 WRITES = 12_000
 STUCK = "failed to publish local member to cluster through raft"
 GOT_SNAPSHOT = "received and saved database snapshot"
-
-
-async def write_history(sup: LocalSupervisor, urls: list[str]) -> None:
-    etcd = EtcdClient(urls, tls=sup.runtime.client_tls_files(DEMO.ref))
-    left = iter(range(WRITES))
-
-    async def writer() -> None:
-        for n in left:
-            await etcd.put(f"history/{n % 100}".encode(), b"x" * 100)
-
-    try:
-        async with trio.open_nursery() as nursery:
-            for _ in range(32):
-                nursery.start_soon(writer)
-    finally:
-        await etcd.aclose()
 
 
 async def resize(sup: LocalSupervisor, size: int) -> None:
@@ -53,7 +36,8 @@ async def test_learners_sent_a_snapshot_are_never_left_stuck_on_their_publish(tm
     async with open_local_supervisor(tmp_path) as sup:
         await sup.fleet.apply([DEMO])
         status = await sup.wait_for(DEMO.ref, lambda s: is_healthy(s, 3), timeout=90)
-        await write_history(sup, [m.client_url for m in status.members])
+        urls = [m.client_url for m in status.members]
+        await write_past_snapshots(urls, sup.runtime.client_tls_files(DEMO.ref), WRITES)
         founders = {m.name for m in status.members}
         events_before = len(sup.recorder.events)
         added: dict[str, str] = {}  # "<name> (growth <n>)": its etcd log

@@ -60,6 +60,15 @@ def s3_store(server: S3Server) -> dict[str, Any]:
     }
 
 
+def create_s3_secret(cluster: Cluster, namespace: str, s3: S3Server) -> None:
+    """The Secret `s3_store` names: moto's credentials."""
+    cluster.kubectl(
+        "create", "secret", "generic", "s3-creds", "-n", namespace,
+        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
+    )  # fmt: skip
+
+
 def etcdctl(
     cluster: Cluster, namespace: str, name: str, work: Path, *args: str, input: str | None = None
 ) -> str:
@@ -126,11 +135,7 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
     tmp_path: Path,
 ) -> None:
     s3, ns = pod_reachable_s3, e2e_namespace
-    e2e_cluster.kubectl(
-        "create", "secret", "generic", "s3-creds", "-n", ns,
-        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
-        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
-    )  # fmt: skip
+    create_s3_secret(e2e_cluster, ns, s3)
     source = etcd_cluster("src", e2e_cluster.etcd_version, tls=True)
     source["spec"]["backup"] = {"schedule": "* * * * *", "deltaPeriod": "2s", "store": s3_store(s3)}
     e2e_cluster.apply([source], namespace=ns)
@@ -268,11 +273,7 @@ def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_si
     the revision kept; hibernated again with the claims deleted, it wakes from the final backup."""
     s3, ns = pod_reachable_s3, e2e_namespace
     s3.create_bucket(SECOND)
-    e2e_cluster.kubectl(
-        "create", "secret", "generic", "s3-creds", "-n", ns,
-        f"--from-literal=AWS_ACCESS_KEY_ID={s3.access_key_id}",
-        f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_access_key}",
-    )  # fmt: skip
+    create_s3_secret(e2e_cluster, ns, s3)
     key = base64.b64encode(os.urandom(32)).decode()
     e2e_cluster.kubectl("create", "secret", "generic", "backup-key", "-n", ns, f"--from-literal=key={key}")
     second = s3_store(s3)

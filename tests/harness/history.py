@@ -258,3 +258,23 @@ class KvWorkload:
                 self._progress.set()
                 self._progress = trio.Event()
         return outcome == OK
+
+
+async def write_past_snapshots(
+    urls: list[str], tls: TlsFiles | None, writes: int = 12_000, writers: int = 32
+) -> None:
+    """`writes` puts of 100 bytes over 100 keys, `writers` at a time: past etcd 3.6's snapshot
+    count (10000), so the leader's log is compacted and a member added later is sent a snapshot."""
+    etcd = EtcdClient(urls, tls=tls)
+    left = iter(range(writes))
+
+    async def writer() -> None:
+        for n in left:
+            await etcd.put(f"history/{n % 100}".encode(), b"x" * 100)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(writers):
+                nursery.start_soon(writer)
+    finally:
+        await etcd.aclose()
