@@ -75,7 +75,6 @@ class PublishNudge:
         self._context = context
         self._clock = clock
         self._last = float("-inf")
-        self.nudges = 0
 
     async def run(self) -> None:
         while True:
@@ -97,7 +96,6 @@ class PublishNudge:
             except EtcdError as e:
                 log.info("cluster %s: no empty entry committed for %s: %s", self._context.ref, stuck, e)
                 return
-            self.nudges += 1
             log.info(
                 "cluster %s: committed an empty entry for %s, silent since starting (etcd's publish)",
                 self._context.ref,
