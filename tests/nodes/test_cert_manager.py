@@ -149,24 +149,17 @@ def test_a_cluster_forms_on_cert_managers_certificates_and_rolls_its_renewal(
         renewing = time.monotonic()
         for leaf in ("server", "peer"):
             renew(three_nodes, ns, issued_tls.certificate_name(ref, leaf))
-        new_server = wait_for(
-            "the server Certificate reissued",
-            lambda: (
-                (c := _cert(cluster, ns, issued_tls.certificate_name(ref, "server"))).serial_number
-                != server.serial_number
-                and c
-            ),
-            120,
-        )
-        new_peer = wait_for(
-            "the peer Certificate reissued",
-            lambda: (
-                (c := _cert(cluster, ns, issued_tls.certificate_name(ref, "peer"))).serial_number
-                != peer.serial_number
-                and c
-            ),
-            120,
-        )
+        old = {"server": server, "peer": peer}
+
+        def reissued(leaf: str) -> x509.Certificate:
+            name = issued_tls.certificate_name(ref, leaf)
+            return wait_for(
+                f"the {leaf} Certificate reissued",
+                lambda: (c := _cert(cluster, ns, name)).serial_number != old[leaf].serial_number and c,
+                120,
+            )
+
+        new_server, new_peer = reissued("server"), reissued("peer")
         most_down = 0
 
         def rolled() -> bool:
