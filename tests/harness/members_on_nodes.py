@@ -118,6 +118,23 @@ def voters(cluster: Cluster, namespace: str, name: str) -> list[str] | None:
     return None
 
 
+def assert_one_per_node(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
+    """The members' placement, every member on a node of its own (what a node test that
+    takes one node away assumes: two members there would be a quorum lost, not one member)."""
+    where = placement(cluster, namespace, name)
+    assert len(set(where.values())) == len(where), f"members of {name} share a node: {where}"
+    return where
+
+
+def remove_cluster(cluster: Cluster, namespace: str, name: str, timeout: float = 120) -> None:
+    """Delete the EtcdCluster (the operator running) and wait until its member pods are gone, so
+    the module's next test runs beside no cluster of this one: one a lost node left with two
+    members on one node would lose quorum when that node is cut off next, and add noise."""
+    cluster.kubectl("delete", "etcdcluster", name, "-n", namespace, "--wait=true", timeout=timeout)
+    selector = member_selector(name)
+    wait_for(f"{name}'s member pods gone", lambda: not pods(cluster, namespace, selector), timeout)
+
+
 def at_full_size(cluster: Cluster, namespace: str, name: str, size: int) -> bool:
     """`size` live member pods, every one Ready and scheduled, and exactly those voting."""
     live = live_members(cluster, namespace, name)

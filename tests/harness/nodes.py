@@ -92,6 +92,8 @@ CLUSTER_CIDR = "10.246.0.0/16"
 CGROUP_ROOT = "etcd-supervisor-nodes"
 ZONES = "abcdefgh"
 NODE_VETH = "eth0"  # the node's side of its veth, inside its namespace
+# What the node lifecycle controller taints a node with while it is NotReady or unreachable.
+NODE_AWAY_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 KUBELET_PORT = 10250  # each kubelet has a network namespace, so all can use the usual port
 DNS_SERVICE_IP = "10.96.0.10"  # kubeadm's kube-dns ClusterIP, the pods' nameserver
 LOCAL_CLASS = "local-node"
@@ -647,14 +649,22 @@ class Nodes:
         self._start_coredns()
 
     def wait_ready(self, name: str, ready: bool = True, timeout: float = 120) -> None:
-        """Until the Node's Ready condition is True (or, with ``ready=False``, is not)."""
+        """Until the Node's Ready condition is True and the taints Kubernetes put on it while it
+        was away are gone (or, with ``ready=False``, until it is not Ready). The node lifecycle
+        controller lifts those taints a monitor period after Ready: a cluster made in between
+        is scheduled onto two nodes only, two members sharing one."""
 
         def reached() -> bool:
             out = self.kubectl("get", "node", name, "-o", "json", check=False)
             if out.returncode:
                 return False
-            conds = json.loads(out.stdout)["status"].get("conditions", [])
-            return any(c["type"] == "Ready" and (c["status"] == "True") == ready for c in conds)
+            node = json.loads(out.stdout)
+            conds = node["status"].get("conditions", [])
+            is_ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+            if not ready:
+                return not is_ready
+            taints = {t.get("key") for t in node["spec"].get("taints") or []}
+            return is_ready and not taints & NODE_AWAY_TAINTS
 
         key = f"{name}/kubelet"
         self._wait(reached, key, timeout, check_alive=ready)

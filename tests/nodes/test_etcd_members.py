@@ -29,6 +29,7 @@ def _form_quick_to_judge(cluster: Cluster, ns: str, name: str) -> None:
     resource["spec"]["health"] = {"unresponsiveAfter": "10s"}
     cluster.apply([resource], namespace=ns)
     wait_for(f"{name} at three voters", lambda: on.at_full_size(cluster, ns, name, 3), 180, poll=1.0)
+    on.assert_one_per_node(cluster, ns, name)
 
 
 def test_members_spread_over_zones_and_every_node_drains_in_turn_under_load(
@@ -48,6 +49,7 @@ def test_members_spread_over_zones_and_every_node_drains_in_turn_under_load(
         on.answers_more(workload, "the workload's answers after the last drain")
     assert [d.node for d in drains] == sorted(zones)
     on.assert_linearizable(workload, tmp_path / "history")
+    on.remove_cluster(cluster, ns, name)
 
 
 def test_a_lost_nodes_member_is_replaced_elsewhere_and_nothing_is_doubled_when_it_returns(
@@ -75,6 +77,7 @@ def test_a_lost_nodes_member_is_replaced_elsewhere_and_nothing_is_doubled_when_i
     assert f"removed member {lost.member} " in log, f"{lost.member} was never removed from etcd"
     assert forced == -1 or -1 < removed < forced, "a stale pod was force-deleted before its removal"
     on.assert_linearizable(workload, tmp_path / "history")
+    on.remove_cluster(cluster, ns, name)
 
 
 def _acted_on(log: str, member: str) -> list[str]:
@@ -124,3 +127,4 @@ def test_partitions_keep_one_serving_majority_and_a_member_the_operator_reaches_
         on.answers_more(workload, "answers after the partition healed")
     assert cut.member not in on.placement(cluster, ns, name)
     on.assert_linearizable(workload, tmp_path / "history")
+    on.remove_cluster(cluster, ns, name)
