@@ -38,8 +38,7 @@ def test_members_spread_over_zones_and_every_node_drains_in_turn_under_load(
     ns, name, cluster = nodes_namespace, "drained", etcd_nodes
     form_cluster(cluster, ns, name, tls=True)
     zones = on.node_zones(cluster)
-    where = on.placement(cluster, ns, name)
-    assert len(set(where.values())) == 3, f"members share a node: {where}"
+    where = on.assert_one_per_node(cluster, ns, name)
     assert {zones[n] for n in where.values()} == {"a", "b", "c"}, f"members share a zone: {where}"
 
     workload = on.workload_for(cluster, ns, name, tmp_path, max_operations=40_000)
