@@ -34,7 +34,10 @@ from tests.harness.procs import etcd_pids_under
 from tests.harness.served_cert import served_not_after
 
 SHORT = CertificatesSpec(validity="40s", renew_before="25s")
-RENEWALS = 3
+# Renewals in a row per minor: the five on the default minor, three on the others (each
+# round is ~15 s; the minors share the code path, and what differs, reading the pair from disk
+# at every handshake, shows from the first renewal).
+RENEWALS = {"3.4": 3, "3.5": 3, "3.6": 5, "3.7": 3}
 
 
 def tls_resource(certificates: CertificatesSpec = SHORT, version: str = DEFAULT_VERSION) -> ClusterResource:
@@ -72,12 +75,13 @@ def p99(latencies: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else float("nan")
 
 
-@pytest.mark.parametrize("minor", ["3.5", "3.6", "3.7"])
+@pytest.mark.parametrize("minor", sorted(RENEWALS))
 async def test_leaves_are_renewed_again_and_again_under_load_without_a_restart_or_a_failed_request(
     tmp_path, minor
 ):
-    # Both minors in use: each reads its pair from disk at every handshake.
-    version = pinned(minor)
+    # Every minor in use, 3.4 (an upgrade source) too: each reads its pair from disk at every
+    # handshake, so none needs a restart to take a renewed leaf.
+    version, rounds = pinned(minor), RENEWALS[minor]
     built_or_skip(version)
     async with open_local_supervisor(tmp_path) as sup:
         demo = tls_resource(version=version)
@@ -106,7 +110,7 @@ async def test_leaves_are_renewed_again_and_again_under_load_without_a_restart_o
             await workload.wait_for_more(50)
             assert status.tls is not None
             leaf_not_afters.append(status.tls.leaf_not_after)
-            for _ in range(RENEWALS):
+            for _ in range(rounds):
                 await sup.wait_for(
                     demo.ref,
                     lambda s, n=leaf_not_afters[-1]: (
@@ -130,7 +134,7 @@ async def test_leaves_are_renewed_again_and_again_under_load_without_a_restart_o
         final = sup.recorder.statuses[demo.ref]
         assert {m.name: m.pid for m in final.members} == pids, "a member was restarted"
         # One renewal Event per round: the leaves are renewed together.
-        assert RENEWALS <= len(renewals(sup, demo.ref)) <= RENEWALS + 2, renewals(sup, demo.ref)
+        assert rounds <= len(renewals(sup, demo.ref)) <= rounds + 2, renewals(sup, demo.ref)
         assert leaf_not_afters == sorted(set(leaf_not_afters)), (
             f"status.tls did not move forward: {leaf_not_afters}"
         )

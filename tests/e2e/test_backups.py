@@ -258,6 +258,31 @@ def test_backups_to_s3_are_verified_in_pods_and_restore_a_new_cluster(
 
 
 SECOND = "e2e-second-site"
+TENANT_AUTH = {
+    "enabled": True,
+    "roles": [{"name": "app-r", "permissions": [{"type": "read", "key": "/app/", "prefix": True}]}],
+    "users": [{"name": "app", "roles": ["app-r"], "clientCertSecret": "app-etcd-client"}],
+}
+
+
+def tenant_reach(cluster: Cluster, namespace: str, work: Path) -> bool:
+    """Auth is on and the tenant's certificate (from its Secret) reads /app/ and nothing else."""
+    data = cluster.get_json("secret", "app-etcd-client", namespace=namespace)["data"]
+    (work / "app").mkdir(exist_ok=True)
+    flags = []
+    for key, flag in (("ca.crt", "cacert"), ("tls.crt", "cert"), ("tls.key", "key")):
+        (work / "app" / key).write_bytes(base64.b64decode(data[key]))
+        flags.append(f"--{flag}={work / 'app' / key}")
+    ref = m.ClusterRef(namespace, "sleepy")
+    client = f"https://{m.client_service_hosts(ref)[-1]}:{m.CLIENT_PORT}"
+
+    def tenant(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [images.default_etcd_dir() / "etcdctl", f"--endpoints={client}", *flags, *args]
+        return subprocess.run(cluster.host_dns_command(command), capture_output=True, text=True, timeout=30)
+
+    reads, outside = tenant("get", "--prefix", "/app/", "--keys-only"), tenant("put", "/other", "x")
+    print(f"tenant: get /app/ -> {reads.returncode} {reads.stderr.strip()}; put /other -> {outside.stderr}")
+    return reads.returncode == 0 and "permission denied" in outside.stderr
 
 
 def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_site_and_wakes_twice(
@@ -267,10 +292,11 @@ def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_si
     pod_reachable_s3: S3Server,
     tmp_path: Path,
 ) -> None:
-    """Issues 29 and 32 on real pods: backups compressed and encrypted by the operator pod,
-    verified in pods and copied to a second bucket (verified there by hash); `hibernate: true`
-    takes a final backup and deletes the member pods; `false` wakes on the claims, every key and
-    the revision kept; hibernated again with the claims deleted, it wakes from the final backup."""
+    """Issues 29, 32 and 33 on real pods, with etcd's auth on and a tenant user: backups
+    compressed and encrypted by the operator pod, verified in pods and copied to a second bucket
+    (verified there by hash); `hibernate: true` takes a final backup and deletes the member pods;
+    `false` wakes on the claims, every key and the revision kept; hibernated again with the
+    claims deleted, it wakes from the final backup, auth on and the tenant's reach as before."""
     s3, ns = pod_reachable_s3, e2e_namespace
     s3.create_bucket(SECOND)
     create_s3_secret(e2e_cluster, ns, s3)
@@ -279,6 +305,7 @@ def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_si
     second = s3_store(s3)
     second["s3"] = {**second["s3"], "bucket": SECOND}
     cluster = etcd_cluster("sleepy", e2e_cluster.etcd_version, tls=True)
+    cluster["spec"]["security"]["auth"] = TENANT_AUTH
     cluster["spec"]["backup"] = {
         "schedule": "0 0 1 1 *",  # only the hibernation's and on-demand backups here
         "encryption": {"keySecret": "backup-key"},
@@ -304,6 +331,7 @@ def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_si
         return kvs, int(got["header"]["revision"])
 
     wait_for("EtcdCluster sleepy Running", running, 180)
+    wait_for("auth on with the tenant's certificate", lambda: tenant_reach(e2e_cluster, ns, tmp_path), 120)
     puts = "".join(f"put {k} {v}\n" for k, v in KEYS.items())
     etcdctl(e2e_cluster, ns, "sleepy", tmp_path, "txn", input=f"\n{puts}\n\n")
     written = contents()
@@ -345,4 +373,5 @@ def test_an_encrypted_cluster_hibernates_on_a_final_backup_copied_to_a_second_si
     wait_for("sleepy Running after waking from its backup", running, 300, poll=1.0)
     kvs, revision = contents()
     assert kvs == written[0] and revision == again["revision"], (revision, again)
+    assert tenant_reach(e2e_cluster, ns, tmp_path), "auth or the tenant's reach not restored with the data"
     assert "QuorumRecoveredFromBackup" in event_reasons(e2e_cluster, ns, "sleepy")
