@@ -25,12 +25,10 @@ Prints medians and writes bench/results/nodes.json. Needs root and the nodes' co
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio
 
+from bench.node_operator import namespace, operator_on_nodes
 from bench.report import median_line, write_result
 from supervisor.aio import open_asyncio_loop
-from tests.harness import images
 from tests.harness import members_on_nodes as on
 from tests.harness.cluster import Cluster
-from tests.harness.components import MissingComponent
-from tests.harness.formation import form_cluster, run_operator, time_static_cluster, twin_members
+from tests.harness.formation import form_cluster, time_static_cluster, twin_members
 from tests.harness.history import write_past_snapshots
-from tests.harness.nodes import ROOT, Nodes, open_nodes
+from tests.harness.nodes import ROOT, Nodes
 from tests.harness.watch import KubectlWatch
 
 TARGET = 1.5
@@ -56,13 +53,6 @@ DENIAL_CACHE = 5
 # that has been serving for a while.
 HISTORY = 12_000
 WRITERS = 32
-
-
-@contextlib.contextmanager
-def namespace(cluster: Cluster, prefix: str) -> Iterator[str]:
-    ns = cluster.create_namespace(prefix)
-    yield ns
-    cluster.kubectl("delete", "namespace", ns, "--timeout=180s")
 
 
 def formation(nodes: Nodes, cluster: Cluster, runs: int) -> dict[str, Any]:
@@ -194,31 +184,19 @@ def main() -> None:
     parser.add_argument("--loss-runs", type=int, default=5)
     parser.add_argument("--only", choices=["formation", "added", "loss", "drains"], help="one measure alone")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("bench_nodes: skipped, the built-in nodes need root")
-        return
-    with contextlib.ExitStack() as stack:
-        try:
-            nodes = stack.enter_context(open_nodes(3))
-        except MissingComponent as exc:
-            print(f"bench_nodes: skipped, {exc} (make setup builds the nodes)")
+    with operator_on_nodes("bench_nodes", "operator-bench.log") as ready:
+        if ready is None:
             return
-        archive, version = images.etcd_archive(ROOT / "images")
-        nodes.import_image(archive)
-        nodes.import_image(images.operator_archive(ROOT / "images"))
-        cluster = Cluster(nodes.kubeconfig, version, nodes)
-        log = ROOT / "logs" / "operator-bench.log"
-        stack.enter_context(nodes.recycling())
-        with run_operator(cluster, None, ROOT / "operator", log, helper_image=images.OPERATOR_IMAGE):
-            result: dict[str, Any] = {"etcd_version": version, "target": TARGET}
-            if args.only in (None, "formation"):
-                result["formation"] = formation(nodes, cluster, args.runs)
-            if args.only in (None, "added"):
-                result["member_added"] = member_added(nodes, cluster, args.runs)
-            if args.only in (None, "loss"):
-                result["node_loss"] = node_loss(nodes, cluster, args.loss_runs)
-            if args.only in (None, "drains"):
-                result["drains"] = drains(nodes, cluster)
+        nodes, cluster = ready
+        result: dict[str, Any] = {"etcd_version": cluster.etcd_version, "target": TARGET}
+        if args.only in (None, "formation"):
+            result["formation"] = formation(nodes, cluster, args.runs)
+        if args.only in (None, "added"):
+            result["member_added"] = member_added(nodes, cluster, args.runs)
+        if args.only in (None, "loss"):
+            result["node_loss"] = node_loss(nodes, cluster, args.loss_runs)
+        if args.only in (None, "drains"):
+            result["drains"] = drains(nodes, cluster)
     print(f"(machine: {os.cpu_count()} cores, shared and noisy: compare the ratios, not the seconds)")
     write_result("nodes", result)
 

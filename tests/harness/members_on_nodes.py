@@ -1,9 +1,10 @@
 """An operator's etcd cluster on the three-node tier (tests/harness/nodes.py): where its members
 run, a client workload from this host recorded for porcupine, drains and what etcd says.
 
-Shared by tests/nodes and bench/bench_nodes.py. The workload dials the members' pod IPs (routed
-from this host over the nodes' bridge) and checks their certificates against the client
-Service's name, which every member's certificate carries, so it needs no cluster DNS.
+Shared by tests/nodes, bench/bench_nodes.py and bench/bench_day2.py. The workload dials the
+members' pod IPs (routed from this host over the nodes' bridge) and checks their certificates
+against the client Service's name, which every member's certificate carries, so it needs no
+cluster DNS.
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def client_tls(cluster: Cluster, namespace: str, name: str, work: Path) -> TlsFi
     )
 
 
-def etcd_members(cluster: Cluster, namespace: str, pod: str) -> list[dict[str, Any]] | None:
-    """etcd's member list as one member's etcdctl tells it (a TLS cluster); None when it cannot."""
+def etcdctl_json(cluster: Cluster, namespace: str, pod: str, *args: str) -> Any:
+    """What one member's etcdctl answers to `args`, as JSON (a TLS cluster); None when it cannot."""
     out = cluster.kubectl(
         "exec",
         "-n",
@@ -95,8 +96,7 @@ def etcd_members(cluster: Cluster, namespace: str, pod: str) -> list[dict[str, A
         "etcdctl",
         *IN_POD_LOCAL,
         "--command-timeout=5s",
-        "member",
-        "list",
+        *args,
         "-w",
         "json",
         check=False,
@@ -104,7 +104,25 @@ def etcd_members(cluster: Cluster, namespace: str, pod: str) -> list[dict[str, A
     )
     if out.returncode:
         return None
-    return list(json.loads(out.stdout).get("members") or [])
+    return json.loads(out.stdout)
+
+
+def etcd_members(cluster: Cluster, namespace: str, pod: str) -> list[dict[str, Any]] | None:
+    """etcd's member list as one member's etcdctl tells it (a TLS cluster); None when it cannot."""
+    answer = etcdctl_json(cluster, namespace, pod, "member", "list")
+    return None if answer is None else list(answer.get("members") or [])
+
+
+def claim_classes(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
+    """The storage class of each live member's claim, by member pod."""
+    found: dict[str, str] = {}
+    for pod in live_members(cluster, namespace, name):
+        for volume in pod["spec"].get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                pvc: dict[str, Any] = cluster.get_json("pvc", claim, namespace=namespace)
+                found[pod["metadata"]["name"]] = pvc["spec"].get("storageClassName", "")
+    return found
 
 
 def voters(cluster: Cluster, namespace: str, name: str) -> list[str] | None:

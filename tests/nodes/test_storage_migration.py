@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,25 +19,13 @@ pytestmark = pytest.mark.slow
 NEW_CLASS = "local-second"
 
 
-def claims(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
-    """The storage class of each live member's claim, by member."""
-    found: dict[str, str] = {}
-    for pod in on.live_members(cluster, namespace, name):
-        for volume in pod["spec"].get("volumes") or []:
-            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim:
-                pvc: dict[str, Any] = cluster.get_json("pvc", claim, namespace=namespace)
-                found[pod["metadata"]["name"]] = pvc["spec"].get("storageClassName", "")
-    return found
-
-
 def test_a_storage_class_change_moves_every_member_to_the_new_class_under_load(
     three_nodes: Nodes, etcd_nodes: Cluster, nodes_namespace: str, nodes_operator: Path, tmp_path: Path
 ) -> None:
     ns, name, cluster = nodes_namespace, "moved", etcd_nodes
     three_nodes.add_storage_class(NEW_CLASS, per_node=2, first=100)
     form_cluster(cluster, ns, name, tls=True)
-    before = claims(cluster, ns, name)
+    before = on.claim_classes(cluster, ns, name)
     assert len(before) == 3 and NEW_CLASS not in before.values(), before
 
     workload = on.workload_for(cluster, ns, name, tmp_path, max_operations=40_000)
@@ -49,11 +36,11 @@ def test_a_storage_class_change_moves_every_member_to_the_new_class_under_load(
 
         def moved() -> bool:
             on.follow(cluster, ns, name, workload)
-            now = claims(cluster, ns, name)
+            now = on.claim_classes(cluster, ns, name)
             return set(now.values()) == {NEW_CLASS} and on.at_full_size(cluster, ns, name, 3)
 
         wait_for(f"{name} at three voters, all on {NEW_CLASS}", moved, 420, poll=1.0)
         on.answers_more(workload, "the workload's answers after the move")
-    after = claims(cluster, ns, name)
+    after = on.claim_classes(cluster, ns, name)
     assert not set(after) & set(before), (before, after)  # new members, not the old ones remounted
     on.assert_linearizable(workload, tmp_path / "history")
