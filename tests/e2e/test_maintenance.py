@@ -1,5 +1,6 @@
-"""Maintenance on real pods: a fragmented cluster is defragmented one member at a time, followers
-first, the leader last after leadership moved off it (issue 12 once on real pods, issue 16)."""
+"""Maintenance on real pods: a fragmented cluster, with etcd's auth turned on, is defragmented one
+member at a time, followers first, the leader last after leadership moved off it (issue 12 once
+on real pods, issue 16, and issue 33's auth through the operator)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,14 @@ def test_fragmented_members_are_defragmented_one_at_a_time_the_leader_last(
     def ctl(*args: str, value: str | None = None) -> str:
         cmd = e2e_cluster.host_dns_command([*etcdctl, *args])
         return subprocess.run(cmd, input=value, capture_output=True, text=True, check=True, timeout=60).stdout
+
+    # Auth turned on in the running cluster first, so the operator's steps here (its probes,
+    # the leadership move, Defragment) go through as a root user of etcd's (issue 33).
+    auth = {"spec": {"security": {"auth": {"enabled": True}}}}
+    e2e_cluster.kubectl(
+        "patch", "etcdcluster", "frag", "-n", e2e_namespace, "--type=merge", "-p", json.dumps(auth)
+    )
+    wait_for("etcd's auth on", lambda: "Authentication Status: true" in ctl("auth", "status"), 90, poll=1.0)
 
     # 24 versions of a 1 MiB value, then all history but the last compacted away: every
     # member's file keeps ~24 MiB of which ~1 MiB is in use.
