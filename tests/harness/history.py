@@ -204,6 +204,24 @@ class KvWorkload:
                     )
                 await self._progress.wait()
 
+    async def read_back(self) -> bool:
+        """Every key read once more by a client of its own, after the others stopped; whether
+        every read was answered. Recorded like any get, so the checker fails a history whose
+        last acknowledged put of a key is gone (a put no later get read is otherwise unchecked)."""
+        etcd = EtcdClient(list(self.endpoints), tls=self.tls, call_timeout=self.call_timeout)
+        try:
+            answered = [
+                await self._operate(etcd, self.clients, GET, key, None)
+                for key in map(self._key, range(self.keys))
+            ]
+        finally:
+            with trio.CancelScope(shield=True):
+                await etcd.aclose()
+        return all(answered)
+
+    def _key(self, number: int) -> str:
+        return f"{self.prefix}{number}"
+
     async def check(self, directory: Path, *, timeout: float = 120.0) -> CheckResult:
         """The porcupine verdict on everything recorded so far (see ``check_history``)."""
         return await trio.to_thread.run_sync(lambda: check_history(self.history, directory, timeout=timeout))
@@ -221,7 +239,7 @@ class KvWorkload:
                 etcd = connections.get(url)
                 if etcd is None:
                     etcd = connections[url] = EtcdClient([url], tls=self.tls, call_timeout=self.call_timeout)
-                key = f"{self.prefix}{rng.randrange(self.keys)}"
+                key = self._key(rng.randrange(self.keys))
                 if rng.random() < 0.5:
                     succeeded = await self._operate(etcd, client, PUT, key, f"{client}-{n}")
                 else:

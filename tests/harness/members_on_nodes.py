@@ -206,6 +206,17 @@ def background(workload: KvWorkload) -> Iterator[KvWorkload]:
         raise failure[0]
 
 
+def read_back(workload: KvWorkload) -> None:
+    """Once `workload` stopped: every key it wrote read once more and recorded (KvWorkload.read_back),
+    so that assert_linearizable also finds an acknowledged put that is gone at the end."""
+
+    async def main() -> bool:
+        async with open_asyncio_loop():
+            return await workload.read_back()
+
+    assert trio.run(main), f"the keys were not all read back: {workload.history.operations[-workload.keys :]}"
+
+
 def drain(cluster: Cluster, node: str, timeout: float = 600) -> float:
     """`kubectl drain` (cordon, then evict every pod through the eviction API, retrying while
     a disruption budget refuses); returns how long it took."""
