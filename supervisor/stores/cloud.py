@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import obstore
@@ -40,22 +40,42 @@ class Transfer:
     concurrency: int = 2
 
 
+class Retention(Protocol):
+    """Sets S3 object retention after a write (s3_retention.S3Retention): blocking calls."""
+
+    def lock(self, key: str, version: str | None, until: float) -> None: ...
+
+    def discard(self, key: str, version: str | None) -> None: ...
+
+
+@attrs.frozen
+class LockedWriters:
+    """The clients of one locked store opening, and until when what they put is locked."""
+
+    single: ObstoreBackend  # single puts: the lock headers on the PutObject itself
+    multipart: ObstoreBackend  # multipart uploads: no lock headers; locked once complete
+    until: float
+
+
 @attrs.frozen
 class ObjectLock:
-    """Puts that S3 locks (object lock, COMPLIANCE mode) for `days` from each put: obstore has no
-    per-put lock option (its put attributes are content headers and user metadata), but its
-    client sends any `default_headers`; so each put goes through a client made for it, whose
-    headers carry the lock mode and the date. Reads, listings and deletes keep the plain client.
-    `writer` makes such a client from the headers. A store is opened for one backup: all its
-    objects (snapshot, metadata) share one date, `days` from the first put, which the metadata
-    records and retention reads."""
+    """Puts that S3 locks (object lock, COMPLIANCE mode) for `days` from the first put: obstore
+    has no per-put lock option (its put attributes are content headers and user metadata), but
+    its client sends any `default_headers`; so single puts go through a client made for them,
+    whose headers carry the lock mode and the date. Those headers would go on every request of a
+    multipart upload too, and S3's API takes them on CreateMultipartUpload but not on UploadPart
+    or CompleteMultipartUpload: a multipart upload goes through a client without them, and
+    `retention` then locks the version it made (PutObjectRetention), with the same mode and date.
+    `writer` makes a client from the headers. Reads, listings and deletes keep the plain client.
+    A store is opened for one backup: all its objects (snapshot, metadata) share one date, which
+    the metadata records and retention reads."""
 
     days: int
     writer: Callable[[dict[str, str]], ObstoreBackend]
+    retention: Retention
     clock: Callable[[], float] = time.time
 
-    def client(self) -> tuple[ObstoreBackend, float]:
-        """A client for one put, and until when what it puts is locked."""
+    def writers(self) -> LockedWriters:
         until = int(self.clock()) + self.days * 86400
         stamp = datetime.fromtimestamp(until, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         headers = {
@@ -65,7 +85,10 @@ class ObjectLock:
             # (the writer's checksum_algorithm), and SDKs announce it so.
             "x-amz-sdk-checksum-algorithm": "SHA256",
         }
-        return self.writer(headers), float(until)
+        # The multipart client's checksum: x-amz-checksum-algorithm on CreateMultipartUpload
+        # and x-amz-checksum-sha256 on each part (obstore adds them), as S3 wants on a bucket
+        # whose default retention locks new objects.
+        return LockedWriters(self.writer(headers), self.writer({}), float(until))
 
 
 class ObstoreStore:
@@ -79,7 +102,7 @@ class ObstoreStore:
         self._name = name
         self._transfer = transfer
         self._lock = lock
-        self._locked: tuple[ObstoreBackend, float] | None = None  # the lock's client, once made
+        self._locked: LockedWriters | None = None  # the lock's clients, once made
 
     def describe(self) -> str:
         return self._name
@@ -105,19 +128,25 @@ class ObstoreStore:
                 source_failed.append(exc)
                 raise
 
-        backend, until = self._writer()
+        locked = self._writers()
+        backend = locked.multipart if locked else self._backend
         try:
-            await self._call("put", key, self._put, backend, key, hashed(), True)
+            result = await self._call("put", key, self._put, backend, key, hashed(), True)
         except StoreError:
             if source_failed:
                 # obstore reports its input's failure as its own: the snapshot's error is the news.
                 raise source_failed[0] from None
             raise
+        until = None
+        if locked is not None:
+            until = locked.until
+            await self._lock_after(key, result.get("version"), until)
         return StoredObject(key=key, size=sizes[0], sha256=digest.hexdigest(), retain_until=until)
 
     async def put_bytes(self, key: str, data: bytes) -> StoredObject:
         check_key(key)
-        backend, until = self._writer()
+        locked = self._writers()
+        backend, until = (locked.single, locked.until) if locked else (self._backend, None)
         await self._call("put", key, self._put, backend, key, data, False)
         sha256 = hashlib.sha256(data).hexdigest()
         return StoredObject(key=key, size=len(data), sha256=sha256, retain_until=until)
@@ -156,15 +185,32 @@ class ObstoreStore:
     async def aclose(self) -> None:
         pass  # obstore pools connections per store object; dropping it closes them
 
-    def _writer(self) -> tuple[ObstoreBackend, float | None]:
-        if self._lock is None:
-            return self._backend, None
-        if self._locked is None:
-            self._locked = self._lock.client()
+    def _writers(self) -> LockedWriters | None:
+        if self._lock is not None and self._locked is None:
+            self._locked = self._lock.writers()
         return self._locked
 
-    def _put(self, backend: ObstoreBackend, key: str, data: Any, multipart: bool) -> None:
-        obstore.put(
+    async def _lock_after(self, key: str, version: str | None, until: float) -> None:
+        """Lock what a multipart upload made; if that fails, delete it (unlocked, it can be) and
+        fail the put: a backup is never reported with an unlocked snapshot."""
+        assert self._lock is not None
+        retention = self._lock.retention
+        # Shielded: the upload is complete, so a backup cancelled now still locks (or deletes)
+        # it. Each call is bounded by the store's timeouts and retries, and a thread call that
+        # has begun is waited for even unshielded.
+        with trio.CancelScope(shield=True):
+            try:
+                await trio.to_thread.run_sync(retention.lock, key, version, until)
+            except StoreError as failed:
+                try:
+                    await trio.to_thread.run_sync(retention.discard, key, version)
+                    left = "the unlocked upload was deleted"
+                except StoreError as exc:
+                    left = f"the unlocked upload is left, without metadata (deleting it failed: {exc})"
+                raise type(failed)(f"{failed}; {left}") from failed
+
+    def _put(self, backend: ObstoreBackend, key: str, data: Any, multipart: bool) -> Any:
+        return obstore.put(
             backend,
             key,
             data,

@@ -18,6 +18,7 @@ from actors.store_port import AzureCredentials, ObjectStore, S3Credentials, Stor
 from supervisor.stores.cloud import ObjectLock, ObstoreStore, Transfer
 from supervisor.stores.gcs import open_gcs
 from supervisor.stores.local import LocalDirectoryStore
+from supervisor.stores.s3_retention import S3Retention
 
 
 @attrs.frozen
@@ -111,7 +112,14 @@ def _object_lock(
         # The checksum S3 wants with a locked put (x-amz-checksum-sha256 of the body).
         return _s3(store, credentials, options, headers=headers, checksum_algorithm="sha256")
 
-    return ObjectLock(days, writer)
+    retention = S3Retention(
+        store,
+        credentials,
+        connect_timeout=options.connect_timeout,
+        request_timeout=options.request_timeout,
+        retries=options.retries,
+    )
+    return ObjectLock(days, writer, retention)
 
 
 def _s3(

@@ -12,10 +12,15 @@ import botocore.exceptions
 import pytest
 
 from actors.backup.copies import CopyFailed, sync_copies
+from actors.backup.locks import held_note, split_locked
+from actors.backup.retention import BackupRecord, expired
+from actors.backup.source import taken_at
 from actors.errors import StoreError
 from actors.model import ClusterRef, LocalStore, S3Store, StoreSpec
 from actors.store_port import ObjectStore, S3Credentials
 from supervisor.stores import open_store
+from supervisor.stores.cloud import Transfer
+from supervisor.stores.factory import StoreOptions
 from tests.harness.objstore import S3Server
 from tests.stores.data import MiB, chunks, drain
 
@@ -23,10 +28,15 @@ DAY = 86400
 DEMO = ClusterRef("default", "demo")
 
 
-def locked_store(server: S3Server, bucket: str, days: int) -> ObjectStore:
+def locked_store(
+    server: S3Server, bucket: str, days: int, *, part_size: int = 8 * MiB, prefix: str = ""
+) -> ObjectStore:
     creds = S3Credentials(server.access_key_id, server.secret_access_key)
     return open_store(
-        StoreSpec(s3=S3Store(bucket=bucket, endpoint=server.endpoint)), credentials=creds, lock_days=days
+        StoreSpec(s3=S3Store(bucket=bucket, prefix=prefix, endpoint=server.endpoint)),
+        credentials=creds,
+        lock_days=days,
+        options=StoreOptions(transfer=Transfer(part_size=part_size)),
     )
 
 
@@ -50,12 +60,50 @@ async def test_every_put_to_a_locked_s3_store_carries_a_compliance_lock_until_da
         with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
             s3.delete_object(Bucket=bucket, Key=key, VersionId=head["VersionId"])
     assert await drain(store.get_stream("default/demo/a.db")) == await drain(chunks(1 * MiB))
-    # A snapshot over one part goes up in parts, the lock headers on each request (S3 takes them
-    # from CreateMultipartUpload). moto keeps no lock on a multipart object, so only the upload
-    # itself is checked here.
-    big = await store.put_stream("default/demo/b.db", chunks(9 * MiB))
-    assert big.retain_until == snapshot.retain_until
-    assert await drain(store.get_stream("default/demo/b.db")) == (big.size, big.sha256)
+
+
+async def test_a_snapshot_uploaded_in_parts_is_locked_until_its_metadatas_date_and_retention_keeps_it(
+    s3_server,
+):
+    bucket = s3_server.create_bucket(f"lock-{uuid.uuid4().hex[:12]}", object_lock=True)
+    store = locked_store(s3_server, bucket, days=2, part_size=5 * MiB, prefix="etcd/")
+    older, newer = "default/demo/20260101T000000Z-rev5.db", "default/demo/20260102T000000Z-rev9.db"
+    for key, size in ((older, 6 * MiB), (newer, 1000)):
+        # As the backup job leaves one: the snapshot, then metadata recording its date.
+        stored = await store.put_stream(key, chunks(size))
+        meta = {"key": key, "sha256": stored.sha256, "verified": True, "retainUntil": stored.retain_until}
+        await store.put_bytes(f"{key}.json", json.dumps(meta).encode())
+    s3 = s3_server.boto3_client()
+    head = s3.head_object(Bucket=bucket, Key=f"etcd/{older}")
+    assert head["ETag"].endswith('-2"'), head["ETag"]  # a multipart upload: 5 MiB + 1 MiB
+    recorded = json.loads(await store.get_bytes(f"{older}.json"))["retainUntil"]
+    assert head["ObjectLockMode"] == "COMPLIANCE", head
+    assert head["ObjectLockRetainUntilDate"].timestamp() == recorded
+    with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
+        s3.delete_object(Bucket=bucket, Key=f"etcd/{older}", VersionId=head["VersionId"])
+    # A retention pass (keep 1) dooms the older backup, and keeps it for its lock.
+    now = time.time()
+    records = []
+    for o in await store.list("default/demo/"):
+        if o.key.endswith(".db"):
+            until = json.loads(await store.get_bytes(f"{o.key}.json"))["retainUntil"]
+            records.append(BackupRecord(o.key, taken_at(o.key, o.modified), True, locked_until=until))
+    deletable, kept = split_locked(expired(records, keep=1, max_age=None, now=now), now)
+    assert (deletable, [b.key for b in kept]) == ([], [older])
+    assert "locked until" in held_note(kept, store.describe())
+    assert await drain(store.get_stream(older)) == await drain(chunks(6 * MiB))
+
+
+async def test_a_snapshot_in_parts_to_a_bucket_without_object_lock_fails_and_is_not_left_there(s3_server):
+    bucket = s3_server.create_bucket(f"plain-{uuid.uuid4().hex[:12]}")
+    store = locked_store(s3_server, bucket, days=1, part_size=5 * MiB)
+    with pytest.raises(
+        StoreError,
+        match=r"the bucket has no object lock: create it with object lock enabled \(spec.backup.immutable\)"
+        r".*the unlocked upload was deleted",
+    ):
+        await store.put_stream("default/demo/a.db", chunks(6 * MiB))
+    assert "Contents" not in s3_server.boto3_client().list_objects_v2(Bucket=bucket)
 
 
 async def test_a_locked_put_to_a_bucket_without_object_lock_fails_saying_so(s3_server):
