@@ -54,7 +54,9 @@ def roll_outdated(spec: ClusterSpec, observed: Observed) -> Step | None:
 def _roll(observed: Observed, member: EtcdMember, spec: ClusterSpec) -> RollMember:
     name = observed.name_of(member)
     configured = name not in {r.name for r in observed.outdated()}
-    why = "to take the CA material of the rotation under way" if configured else ""
+    # Its configuration is current, so what differs is the trust material it started with: a CA
+    # rotation step, or certificates renewed outside the supervisor (secretRef, cert-manager).
+    why = "to take the cluster's new certificate material" if configured else ""
     return RollMember(name, spec.version, observed.initial_cluster(name), why=why)
 
 
