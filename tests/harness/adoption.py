@@ -3,12 +3,14 @@ material as the Secrets spec.adopt names."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 
 from actors.model import AdoptSpec, ClusterStatus, Role
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.tls import TlsFiles
+from tests.harness import etcd as harness_etcd
 from tests.harness.etcd import EtcdCluster
 
 PREFIX = b"data/"
@@ -40,8 +42,12 @@ def old_client_tls(old: EtcdCluster) -> TlsFiles:
 
 def old_secrets(old: EtcdCluster) -> dict[str, Mapping[str, bytes]]:
     """Secret name -> its keys: the old client identity with its CA, and the old peer CA."""
-    files = old.tls
-    assert files is not None
+    assert old.tls is not None
+    return adoption_secrets(old.tls)
+
+
+def adoption_secrets(files: harness_etcd.TlsFiles) -> dict[str, Mapping[str, bytes]]:
+    """old_secrets from an old cluster's TLS files (harness_etcd.generate_tls), wherever it runs."""
     return {
         CLIENT_SECRET: {
             "ca.crt": files.ca.read_bytes(),
@@ -53,6 +59,12 @@ def old_secrets(old: EtcdCluster) -> dict[str, Mapping[str, bytes]]:
             "ca.key": files.ca.with_name("ca-key.pem").read_bytes(),
         },
     }
+
+
+def secret_manifest(name: str, data: Mapping[str, bytes]) -> dict[str, object]:
+    """A Kubernetes Secret holding `data`, as the operator reads spec.adopt's Secrets."""
+    encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": encoded}
 
 
 def write_secret_dirs(secrets: dict[str, Mapping[str, bytes]], root: Path) -> None:

@@ -168,9 +168,10 @@ class TlsFiles:
 UNRESOLVABLE_NAME = "member.etcd-supervisor.invalid"
 
 
-def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
-    """A CA, a server certificate for 127.0.0.1/localhost (and UNRESOLVABLE_NAME), and a client
-    certificate (CN=client_name)."""
+def generate_tls(directory: Path, *, client_name: str = "root", server_names: Sequence[str] = ()) -> TlsFiles:
+    """A CA, a server certificate for 127.0.0.1/localhost (and UNRESOLVABLE_NAME, and
+    `server_names`: members elsewhere than on this host), and a client certificate
+    (CN=client_name)."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     lifetime = datetime.timedelta(days=1)
@@ -180,7 +181,7 @@ def generate_tls(directory: Path, *, client_name: str = "root") -> TlsFiles:
         "etcd-server",
         now=now,
         lifetime=lifetime,
-        dns=["localhost", UNRESOLVABLE_NAME],
+        dns=["localhost", UNRESOLVABLE_NAME, *server_names],
         ips=["127.0.0.1"],
         # Members dial their peers with it too.
         server_auth=True,

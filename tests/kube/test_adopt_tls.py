@@ -7,7 +7,6 @@ peerCASecret that cannot serve is reported and nothing is made."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tests.harness.adoption import (
     member_names,
     old_client_tls,
     old_secrets,
+    secret_manifest,
     write,
 )
 from tests.harness.etcd import running_cluster
@@ -33,11 +33,6 @@ from tests.kube.test_operator import create_cluster, healthy, operator_with_kube
 pytestmark = pytest.mark.slow
 
 VERSION = ClusterSpec().version
-
-
-def secret_body(name: str, data: dict[str, bytes]) -> dict[str, object]:
-    encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": encoded}
 
 
 def only_new(obj: dict) -> bool:
@@ -54,7 +49,7 @@ async def test_a_tls_cluster_is_adopted_with_its_own_ca_and_its_old_members_leav
         old_urls, tls = list(old.endpoints), old_client_tls(old)
         async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, _):
             for name, data in old_secrets(old).items():
-                await admin.create(m.core_path(ns, "secrets"), secret_body(name, dict(data)))
+                await admin.create(m.core_path(ns, "secrets"), secret_manifest(name, dict(data)))
             await write(old_urls, tls, 300)
             before = await contents(old_urls, tls)
             workload = KvWorkload(endpoints=list(old_urls), tls=tls)
@@ -101,8 +96,10 @@ async def test_a_peer_ca_secret_that_cannot_serve_makes_nothing(
     ns = kube_namespace
     ref = ClusterRef(ns, "broken")
     async with operator_with_kubelet(kube_crds, operator_kubeconfig, ns, tmp_path) as (admin, kubelet):
-        await admin.create(m.core_path(ns, "secrets"), secret_body(PEER_CA_SECRET, {"ca.crt": b"not a cert"}))
-        await admin.create(m.core_path(ns, "secrets"), secret_body(CLIENT_SECRET, {"ca.crt": b"x"}))
+        await admin.create(
+            m.core_path(ns, "secrets"), secret_manifest(PEER_CA_SECRET, {"ca.crt": b"not a cert"})
+        )
+        await admin.create(m.core_path(ns, "secrets"), secret_manifest(CLIENT_SECRET, {"ca.crt": b"x"}))
         adopt = {
             "endpoints": ["https://127.0.0.1:1"],
             "clientSecret": CLIENT_SECRET,
