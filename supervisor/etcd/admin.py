@@ -130,7 +130,13 @@ class EtcdAdminAdapter:
         return _member(await translated(lambda: client.member_add([peer_url], learner=True)))
 
     async def promote(self, endpoints: Sequence[str], member_id: int) -> None:
+        # Asked of the leader, which `endpoints` names first (Observed.endpoints), not of the
+        # member this client last used: a follower forwards a promotion to its leader over the
+        # peer port without the caller's identity, so with auth on the leader refuses it ("user
+        # name is empty") and the call hangs until its deadline (etcd issue 20757; a client
+        # certificate's identity is not forwarded by any release here).
         client = self._aimed(endpoints)
+        client.set_endpoints(endpoints, in_this_order=True)
         await translated(lambda: client.member_promote(member_id))
 
     async def remove(self, endpoints: Sequence[str], member_id: int) -> None:

@@ -89,13 +89,14 @@ class EtcdConnection:
     def endpoints(self) -> tuple[str, ...]:
         return tuple(e.url for e in self._endpoints)
 
-    def set_endpoints(self, endpoints: Sequence[str]) -> None:
-        """Replace the endpoints the client fails over between (members come and go)."""
+    def set_endpoints(self, endpoints: Sequence[str], *, in_this_order: bool = False) -> None:
+        """Replace the endpoints the client fails over between (members come and go). The one
+        that worked last stays first if it survives the change, unless `in_this_order`: for a
+        call that must go to the first one named (the leader) when it answers."""
         parsed = [Endpoint.parse(url) for url in endpoints]
         if not parsed:
             raise ValueError("at least one endpoint is needed")
-        # Keep the working endpoint first if it survives the change.
-        current = self._endpoints[0].url if self._endpoints else None
+        current = self._endpoints[0].url if self._endpoints and not in_this_order else None
         parsed.sort(key=lambda e: e.url != current)
         self._endpoints = parsed
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -17,10 +18,12 @@ from supervisor.etcd import (
     MemberNotFound,
     NoLeader,
     ProposalDropped,
+    TlsFiles,
     TooManyLearners,
     UnhealthyCluster,
     open_etcd_client,
 )
+from supervisor.etcd.admin import EtcdAdminAdapter
 from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
 from tests.harness.poll import accepted, eventually
 
@@ -153,3 +156,42 @@ async def test_member_update_changes_peer_urls(cluster: EtcdCluster, asyncio_loo
             assert next(m for m in members if m.id == added.id).peer_urls == (moved,)
         finally:
             await patiently(lambda: client.member_remove(added.id))
+
+
+async def test_a_promotion_with_auth_on_goes_to_the_leader_though_a_follower_was_used_last(
+    binaries: EtcdBinaries, tmp_path: Path, asyncio_loop: None
+) -> None:
+    """With auth on, a follower forwards a promotion to its leader without the caller's identity
+    and the leader refuses it, so the call hangs until its deadline (etcd issue 20757). The
+    supervisor's adapter asks the leader, which its caller names first, even when the member it
+    used last is a follower."""
+    with running_cluster(binaries, tmp_path, size=2, tls=True, peer_tls=True) as cluster:
+        assert cluster.tls is not None
+        tls = TlsFiles(cluster.tls.ca, cluster.tls.client_cert, cluster.tls.client_key)
+        async with open_etcd_client(cluster.endpoints, tls=tls) as root:  # CN root: the root user
+            await root.role_add("root")
+            await root.user_add_without_password("root")
+            await root.user_grant_role("root", "root")
+            await root.auth_enable()
+            joining = cluster.prepare_member()
+            await patiently(lambda: root.member_add([joining.peer_url], learner=True))
+        await trio.to_thread.run_sync(lambda: cluster.start_joining(joining))
+        admin = EtcdAdminAdapter(tls=tls, call_timeout=3.0)
+        try:
+            leader_id = (await admin.member_health(cluster.endpoints[0])).leader_id
+            members = await admin.member_list(cluster.endpoints)
+            leader = next(m.client_urls[0] for m in members if m.id == leader_id)
+            follower = next(m.client_urls[0] for m in members if m.id != leader_id and not m.is_learner)
+            learner_id = next(m.id for m in members if m.is_learner)
+            await admin.member_list([follower])  # the follower is now the member last used
+            await accepted(
+                lambda: admin.promote([leader, follower], learner_id),
+                refused=(LearnerNotReady,),
+                within=30,
+                every=0.2,
+                what="the learner's promotion",
+            )
+            assert not next(m for m in await admin.member_list([leader]) if m.id == learner_id).is_learner
+        finally:
+            await admin.aclose()
+        cluster.forget(joining)
