@@ -276,6 +276,8 @@ async def _next(source: AsyncIterator[bytes]) -> bytes:
 _STATUS = re.compile(r"status code: (\d{3})")
 # "Bucket is missing Object Lock Configuration" (S3; moto writes ObjectLockConfiguration).
 _NO_LOCK = re.compile(r"missing Object ?Lock ?Configuration")
+# What a backup says when its bucket cannot lock, here and in s3_retention.py.
+NO_OBJECT_LOCK = "the bucket has no object lock: create it with object lock enabled (spec.backup.immutable)"
 _S3_CODE = re.compile(r"<Code>(\w+)</Code>")
 _FULL_CODES = ("QuotaExceeded", "quotaExceeded", "InsufficientStorage", "EntityTooLarge", "storageQuota")
 _UNAVAILABLE_TEXT = ("error sending request", "timed out", "timeout", "Connection refused", "connect")
@@ -301,8 +303,7 @@ def _translate(store: str, operation: str, key: str, exc: BaseException) -> Stor
     if isinstance(exc, FileNotFoundError) or code == 404:
         return StoreNotFound(f"{what}: no such object ({detail})")
     if _NO_LOCK.search(str(exc)):  # S3's InvalidRequest for a lock the bucket cannot keep
-        why = "the bucket has no object lock: create it with object lock enabled (spec.backup.immutable)"
-        return StoreError(f"{what}: {why} ({detail})")
+        return StoreError(f"{what}: {NO_OBJECT_LOCK} ({detail})")
     if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or code in (401, 403):
         return StoreAccessDenied(f"{what}: the store refused the credentials ({detail})")
     if code == 507 or any(c in str(exc) for c in _FULL_CODES):

@@ -21,6 +21,7 @@ import botocore.session
 from actors.errors import StoreAccessDenied, StoreError, StoreUnavailable
 from actors.model import S3Store as S3Spec
 from actors.store_port import S3Credentials, StoreCredentials
+from supervisor.stores.cloud import NO_OBJECT_LOCK
 
 WHY = "spec.backup.immutable"
 
@@ -105,8 +106,7 @@ def _translate(what: str, exc: botocore.exceptions.ClientError) -> StoreError:
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
     detail = f"{code}: {error.get('Message', exc)}"
     if "ObjectLockConfiguration" in detail or "Object Lock Configuration" in detail:
-        why = f"the bucket has no object lock: create it with object lock enabled ({WHY})"
-        return StoreError(f"{what}: {why} ({detail})")
+        return StoreError(f"{what}: {NO_OBJECT_LOCK} ({detail})")
     if status in (401, 403) or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
         return StoreAccessDenied(f"{what} ({WHY}): the store refused the credentials ({detail})")
     if status >= 500:
