@@ -10,6 +10,7 @@ from typing import TypeVar
 import pytest
 import trio
 
+from actors import errors as domain
 from supervisor.etcd import (
     BadLeaderTransferee,
     EtcdClient,
@@ -186,7 +187,7 @@ async def test_a_promotion_with_auth_on_goes_to_the_leader_though_a_follower_was
             await admin.member_list([follower])  # the follower is now the member last used
             await accepted(
                 lambda: admin.promote([leader, follower], learner_id),
-                refused=(LearnerNotReady,),
+                refused=(domain.LearnerNotReady,),  # the adapter's error: the actors' own
                 within=30,
                 every=0.2,
                 what="the learner's promotion",
