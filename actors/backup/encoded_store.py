@@ -187,9 +187,13 @@ async def _closing(chunks: AsyncIterator[bytes]) -> AsyncIterator[AsyncIterator[
 
 async def _batched(chunks: AsyncIterable[bytes], size: int) -> AsyncIterator[bytes]:
     """The chunks joined into pieces of at least `size` bytes (the last may be shorter), so a
-    worker thread is asked once per segment, not once per network read."""
+    worker thread is asked once per segment, not once per network read. A chunk that is that
+    large already (a snapshot's pieces are) is passed on as it is, not copied."""
     pending = bytearray()
     async for chunk in chunks:
+        if not pending and len(chunk) >= size:
+            yield chunk
+            continue
         pending += chunk
         if len(pending) >= size:
             yield bytes(pending)
