@@ -330,23 +330,42 @@ class Decoder:
         """The records pushed so far, decoded, stopping once `limit` bytes are out (so a
         highly compressed stretch is never decompressed at once); b"" when no whole record is
         left."""
+        out = self.take_segments(limit)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def take_segments(self, limit: int | None = None) -> list[bytes]:
+        """take's records as they are decoded, one segment each, not joined."""
         out: list[bytes] = []
-        size = 0
-        while len(self._buffer) >= _LENGTH.size and (limit is None or size < limit):
-            (word,) = _LENGTH.unpack_from(self._buffer)
-            final, length = bool(word & _FINAL), word & ~_FINAL
-            if length > self._limit:
-                raise self._broken(f"record {self._index} claims {length} bytes: corrupt")
-            if len(self._buffer) < _LENGTH.size + length:
-                break
-            if self._done:
-                raise self._broken("bytes after the final record")
-            body = bytes(self._buffer[_LENGTH.size : _LENGTH.size + length])
-            del self._buffer[: _LENGTH.size + length]
-            out.append(self._open(body, final))
-            size += len(out[-1])
-            self._done = final
-        return b"".join(out)
+        size = at = 0  # at: where the next record starts in the buffer
+        try:
+            while len(self._buffer) - at >= _LENGTH.size and (limit is None or size < limit):
+                (word,) = _LENGTH.unpack_from(self._buffer, at)
+                final, length = bool(word & _FINAL), word & ~_FINAL
+                if length > self._limit:
+                    raise self._broken(f"record {self._index} claims {length} bytes: corrupt")
+                start = at + _LENGTH.size
+                if len(self._buffer) < start + length:
+                    break
+                if self._done:
+                    raise self._broken("bytes after the final record")
+                # Opened where it lies (decryption and decompression write new bytes anyway).
+                with memoryview(self._buffer) as buffer, buffer[start : start + length] as body:
+                    out.append(self._open(body, final))
+                at = start + length
+                size += len(out[-1])
+                self._done = final
+        finally:
+            del self._buffer[:at]  # once, not after every record
+        return out
+
+    @property
+    def ready(self) -> bool:
+        """Whether a whole record is pushed and not yet taken (take would decode it)."""
+        if len(self._buffer) < _LENGTH.size:
+            return False
+        (word,) = _LENGTH.unpack_from(self._buffer)
+        length = word & ~_FINAL
+        return length > self._limit or len(self._buffer) >= _LENGTH.size + length  # take refuses the first
 
     def finish(self) -> bytes:
         if self._skip:
@@ -357,11 +376,12 @@ class Decoder:
             raise self._broken(f"truncated: it ends after record {self._index - 1} without its final record")
         return b""
 
-    def _open(self, body: bytes, final: bool) -> bytes:
+    def _open(self, record: memoryview, final: bool) -> bytes:
+        body: bytes | memoryview = record
         if self._aead is not None:
             try:
                 body = self._aead.decrypt(
-                    _nonce(self._header.nonce_prefix, self._index), body, self._header.raw + bytes([final])
+                    _nonce(self._header.nonce_prefix, self._index), record, self._header.raw + bytes([final])
                 )
             except InvalidTag:
                 raise self._broken(
@@ -370,7 +390,7 @@ class Decoder:
                 ) from None
         self._index += 1
         if self._zstd is None:
-            return body
+            return bytes(body)
         try:
             size = zstandard.frame_content_size(body)
             if not 0 <= size <= self._header.segment:
