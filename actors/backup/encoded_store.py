@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import attrs
 import trio
@@ -26,6 +27,8 @@ from actors.errors import BackupEncodingError, BackupKeyMissing
 from actors.model import BackupSpec, ClusterRef, Compression
 from actors.store_port import ObjectInfo, ObjectStore, StoredObject
 from supervisor.runtime import leaf_exceptions
+
+T = TypeVar("T")
 
 # Encoded pieces (a segment or so each) between the encoder and the store.
 ENCODED_AHEAD = 2
@@ -115,11 +118,16 @@ class EncodedStore:
         return self._described(await self.inner.put_bytes(key, out), encoder)
 
     async def get_stream(self, key: str) -> AsyncIterator[bytes]:
-        async with _closing(self._decoded(key)) as decoded:
-            async for chunk in decoded:
-                yield chunk
+        # A segment out at a time: 1 MiB stored may hold far more once decompressed.
+        async with _closing(self.get_batches(key, SEGMENT)) as batches:
+            async for batch in batches:
+                for chunk in batch:
+                    yield chunk
 
-    async def _decoded(self, key: str) -> AsyncIterator[bytes]:
+    async def get_batches(self, key: str, limit: int) -> AsyncIterator[list[bytes]]:
+        """get_stream's chunks, as lists of up to `limit` bytes decoded in one worker thread
+        (non-empty chunks; for a plain object, one list per chunk the store sends): fewer
+        hand-overs for a reader that passes them to a thread of its own (a restore's fetch)."""
         async with _closing(self.inner.get_stream(key)) as source:
             head = bytearray()
             async for chunk in source:  # enough to tell the form (a store may send a few bytes first)
@@ -128,20 +136,21 @@ class EncodedStore:
                     break
             if not is_envelope(head):  # a plain object: passed through as it comes
                 if head:
-                    yield bytes(head)
+                    yield [bytes(head)]
                 async for chunk in source:
-                    yield chunk
+                    yield [chunk]
                 return
             decoder = await self._decoder(bytes(head), key)
             decoder.push(head)
             async with _closing(_batched(source, SEGMENT)) as batches:
                 async for batch in batches:
                     decoder.push(batch)
-                    # A segment out at a time: 1 MiB stored may hold far more once decompressed.
-                    while out := await trio.to_thread.run_sync(decoder.take, SEGMENT):
-                        yield out
-            while out := await trio.to_thread.run_sync(decoder.take, SEGMENT):
-                yield out
+                    while decoder.ready:
+                        if out := await trio.to_thread.run_sync(_nonempty, decoder, limit):
+                            yield out
+            while decoder.ready:  # what the first read held alone (a small object)
+                if out := await trio.to_thread.run_sync(_nonempty, decoder, limit):
+                    yield out
             decoder.finish()
 
     async def _decoder(self, head: bytes, key: str) -> Decoder:
@@ -173,8 +182,12 @@ class EncodedStore:
         await self.inner.aclose()
 
 
+def _nonempty(decoder: Decoder, limit: int) -> list[bytes]:
+    return [segment for segment in decoder.take_segments(limit) if segment]
+
+
 @asynccontextmanager
-async def _closing(chunks: AsyncIterator[bytes]) -> AsyncIterator[AsyncIterator[bytes]]:
+async def _closing(chunks: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
     """`chunks` closed when done with (an async generator left early would hold its store's
     connection or file until collected)."""
     try:
@@ -187,9 +200,13 @@ async def _closing(chunks: AsyncIterator[bytes]) -> AsyncIterator[AsyncIterator[
 
 async def _batched(chunks: AsyncIterable[bytes], size: int) -> AsyncIterator[bytes]:
     """The chunks joined into pieces of at least `size` bytes (the last may be shorter), so a
-    worker thread is asked once per segment, not once per network read."""
+    worker thread is asked once per segment, not once per network read. A chunk that is that
+    large already (a snapshot's pieces are) is passed on as it is, not copied."""
     pending = bytearray()
     async for chunk in chunks:
+        if not pending and len(chunk) >= size:
+            yield chunk
+            continue
         pending += chunk
         if len(pending) >= size:
             yield bytes(pending)

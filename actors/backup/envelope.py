@@ -17,6 +17,11 @@ multi-GiB snapshot, and each segment is checked before any of it is used:
                            when encrypted, sealed: AES-256-GCM with nonce = nonce prefix ||
                            record index (4 bytes), associated data = header || final flag (1 byte)
 
+A segment of a sealed object that does not compress (a sample of it does not shrink: random
+values, already compressed data) is written as a frame of raw blocks, built without running the
+compressor and without a frame checksum, which GCM's tag makes redundant: still one zstd frame
+with its content size, which every reader decompresses as any other (no change of format).
+
 Sealing each record under its index and the header detects reordered records and an edited
 header; the final flag in the associated data detects an object cut at a record boundary (its
 last record was sealed as not final); a missing final record is refused as truncated. A zstd
@@ -29,11 +34,13 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 
 import zstandard
 from attrs import frozen
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from actors.backup.keys import KEY_ID_BYTES, BackupKey, KeyRing
@@ -58,6 +65,18 @@ HEADER_SIZE = _HEADER.size
 _LENGTH = struct.Struct(">I")
 _FINAL = 1 << 31
 _INDEX = struct.Struct(">I")
+# A segment whose sample compresses to more than this share of it is stored raw (sealed only).
+RAW_ABOVE = 0.9
+SAMPLES, SAMPLE = 4, 4096  # windows spread over the segment, bytes each
+# A zstd frame of raw blocks (RFC 8878, 3.1.1): magic; descriptor 0xA0 = a 4-byte content
+# size, single segment (no window descriptor), no checksum, no dictionary; then blocks of at
+# most 128 KiB, each a 3-byte little-endian header (last flag, type 0 = raw, size << 3).
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_RAW_FRAME = struct.Struct("<4sBI")
+_RAW_BLOCK = 128 * 1024
+RAW_PIECES = 4  # a segment in more pieces than this is joined before it is framed
+
+Piece = bytes | memoryview
 
 
 def is_envelope(head: bytes | bytearray) -> bool:
@@ -109,7 +128,10 @@ def _nonce(prefix: bytes, index: int) -> bytes:
 
 class Encoder:
     """Plain bytes in, the stored object out. Feed it any sizes; `finish` once. Counts the size
-    and sha256 of what it was given (a snapshot's, compared with etcd's own)."""
+    and sha256 of what it was given (a snapshot's, compared with etcd's own).
+
+    What it is fed is held as it is, not copied (copied only when it could change: a bytearray),
+    until a segment's worth is there."""
 
     def __init__(
         self,
@@ -126,16 +148,18 @@ class Encoder:
         self._header = _HEADER.pack(MAGIC, VERSION, flags, segment, kid, prefix)
         self.key_id = key.id.hex() if key else None  # what the metadata records
         self._prefix = prefix
-        self._aead = AESGCM(key.key) if key else None
+        self._key = key.key if key else None
         # Each segment a frame of its own with its size written in: the reader checks the size
         # before decompressing. The checksum lets `zstd -t` tell a damaged frame, too.
         self._zstd = zstandard.ZstdCompressor(level=level, write_checksum=True) if compress else None
         self._segment = segment
-        self._pending = bytearray()
+        self._pending: deque[memoryview] = deque()
+        self._pending_size = 0
         self._index = 0
         self._started = False
         self.size = 0
         self._sha256 = hashlib.sha256()
+        self.raw_segments = 0  # stored raw, not compressed (they did not compress)
 
     @property
     def sha256(self) -> str:
@@ -146,19 +170,20 @@ class Encoder:
         since only the last one is sealed as final)."""
         self._sha256.update(data)
         self.size += len(data)
-        self._pending += data
-        out = [self._start()]
-        while len(self._pending) > self._segment:
-            out.append(self._record(bytes(self._pending[: self._segment]), final=False))
-            del self._pending[: self._segment]
-        return b"".join(out)
+        view = memoryview(data)
+        if len(view):
+            self._pending.append(view if view.readonly else memoryview(bytes(view)))
+            self._pending_size += len(view)
+        out: list[bytes] = [self._start()] if not self._started else []
+        while self._pending_size > self._segment:
+            out.append(self._record(self._take(self._segment), final=False))
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def finish(self, data: bytes | bytearray = b"") -> bytes:
         """The rest of the object, `data` included: the last record, sealed as final."""
         out = self.feed(data) if data else self._start()
-        last = self._record(bytes(self._pending), final=True)
-        self._pending.clear()
-        return out + last
+        last = self._record(self._take(self._pending_size), final=True)
+        return b"".join((out, last))
 
     def _start(self) -> bytes:
         if self._started:
@@ -166,14 +191,105 @@ class Encoder:
         self._started = True
         return self._header
 
-    def _record(self, segment: bytes, *, final: bool) -> bytes:
-        body = self._zstd.compress(segment) if self._zstd else segment
-        if self._aead is not None:
-            if self._index >= 1 << 32:
-                raise BackupEncodingError("an object of over 2^32 segments cannot be sealed")
-            body = self._aead.encrypt(_nonce(self._prefix, self._index), body, self._header + bytes([final]))
+    def _take(self, size: int) -> list[memoryview]:
+        """The next `size` pending bytes, as the pieces they are in (none copied)."""
+        parts: list[memoryview] = []
+        while size:
+            head = self._pending[0]
+            if len(head) <= size:
+                parts.append(self._pending.popleft())
+            else:
+                parts.append(head[:size])
+                self._pending[0] = head[size:]
+            size -= len(parts[-1])
+            self._pending_size -= len(parts[-1])
+        return parts
+
+    def _record(self, parts: list[memoryview], *, final: bool) -> bytes:
+        if self._key is not None and self._index >= 1 << 32:
+            raise BackupEncodingError("an object of over 2^32 segments cannot be sealed")
+        if self._key is not None and self._zstd is not None and not _compresses(parts, self._zstd):
+            self.raw_segments += 1
+            body: Sequence[Piece] = _raw_frame(parts)
+        elif self._zstd is not None:
+            body = [self._zstd.compress(parts[0] if len(parts) == 1 else b"".join(parts))]
+        else:
+            body = parts
+        if self._key is None:
+            record = b"".join((_LENGTH.pack(sum(map(len, body)) | (_FINAL if final else 0)), *body))
+        else:
+            record = _sealed(
+                self._key, _nonce(self._prefix, self._index), self._header + bytes([final]), body, final
+            )
         self._index += 1
-        return _LENGTH.pack(len(body) | (_FINAL if final else 0)) + body
+        return record
+
+
+def _compresses(parts: Sequence[memoryview], zstd: zstandard.ZstdCompressor) -> bool:
+    """Whether a segment looks worth compressing: a few windows spread over it, compressed
+    together, shrink below RAW_ABOVE (a few percent of the cost of compressing it all)."""
+    size = sum(map(len, parts))
+    if size <= SAMPLES * SAMPLE:
+        return True  # small enough to just compress
+    whole = parts[0] if len(parts) == 1 else None
+    windows = []
+    for i in range(SAMPLES):
+        at = (size - SAMPLE) * i // (SAMPLES - 1)
+        windows.append(whole[at : at + SAMPLE] if whole is not None else _slice(parts, at, SAMPLE))
+    sample = b"".join(windows)
+    return len(zstd.compress(sample)) < len(sample) * RAW_ABOVE
+
+
+def _slice(parts: Sequence[memoryview], at: int, size: int) -> bytes:
+    """Bytes at..at+size of the pieces taken together."""
+    out = bytearray()
+    for part in parts:
+        if at < len(part) and len(out) < size:
+            out += part[at : at + size - len(out)]
+        at = max(0, at - len(part))
+    return bytes(out)
+
+
+def _raw_frame(parts: Sequence[memoryview]) -> list[Piece]:
+    """The pieces as one zstd frame of raw blocks, their bytes not copied when they are a few
+    large pieces (as a snapshot's are)."""
+    size = sum(map(len, parts))
+    out: list[Piece] = [_RAW_FRAME.pack(_ZSTD_MAGIC, 0xA0, size)]
+    if len(parts) > RAW_PIECES:
+        # Many small pieces would make as many small blocks, 3 bytes each: joined, the frame
+        # stays within what a reader allows a record (_max_body), as a compressor's would.
+        parts = [memoryview(b"".join(parts))]
+    # Each block within one piece: where a piece ends, so does a block.
+    blocks = [view for part in parts for view in _split(part, _RAW_BLOCK)]
+    for i, block in enumerate(blocks):
+        last = 1 if i == len(blocks) - 1 else 0
+        out += [(last | len(block) << 3).to_bytes(3, "little"), block]
+    if not blocks:
+        out.append((1).to_bytes(3, "little"))  # an empty last block: the empty segment
+    return out
+
+
+def _split(part: memoryview, size: int) -> list[memoryview]:
+    return [part[at : at + size] for at in range(0, len(part), size)]
+
+
+def _sealed(key: bytes, nonce: bytes, associated: bytes, body: Sequence[Piece], final: bool) -> bytes:
+    """One record: the length word, then `body` (its pieces in order) encrypted straight into
+    the record's buffer, then the tag: AES-256-GCM, as AESGCM.encrypt would seal the joined body.
+    The pieces are never joined: the one copy is the record made bytes, as stores are given."""
+    size = sum(map(len, body))
+    record = bytearray(_LENGTH.size + size + TAG)
+    _LENGTH.pack_into(record, 0, (size + TAG) | (_FINAL if final else 0))
+    encryptor = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()
+    encryptor.authenticate_additional_data(associated)
+    at = _LENGTH.size
+    with memoryview(record) as into:
+        for piece in body:
+            # update_into wants room for a block more than it writes: the tag's room gives it.
+            at += encryptor.update_into(piece, into[at:])
+        encryptor.finalize()
+        into[at:] = encryptor.tag
+    return bytes(record)
 
 
 class Decoder:
@@ -214,23 +330,42 @@ class Decoder:
         """The records pushed so far, decoded, stopping once `limit` bytes are out (so a
         highly compressed stretch is never decompressed at once); b"" when no whole record is
         left."""
+        out = self.take_segments(limit)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def take_segments(self, limit: int | None = None) -> list[bytes]:
+        """take's records as they are decoded, one segment each, not joined."""
         out: list[bytes] = []
-        size = 0
-        while len(self._buffer) >= _LENGTH.size and (limit is None or size < limit):
-            (word,) = _LENGTH.unpack_from(self._buffer)
-            final, length = bool(word & _FINAL), word & ~_FINAL
-            if length > self._limit:
-                raise self._broken(f"record {self._index} claims {length} bytes: corrupt")
-            if len(self._buffer) < _LENGTH.size + length:
-                break
-            if self._done:
-                raise self._broken("bytes after the final record")
-            body = bytes(self._buffer[_LENGTH.size : _LENGTH.size + length])
-            del self._buffer[: _LENGTH.size + length]
-            out.append(self._open(body, final))
-            size += len(out[-1])
-            self._done = final
-        return b"".join(out)
+        size = at = 0  # at: where the next record starts in the buffer
+        try:
+            while len(self._buffer) - at >= _LENGTH.size and (limit is None or size < limit):
+                (word,) = _LENGTH.unpack_from(self._buffer, at)
+                final, length = bool(word & _FINAL), word & ~_FINAL
+                if length > self._limit:
+                    raise self._broken(f"record {self._index} claims {length} bytes: corrupt")
+                start = at + _LENGTH.size
+                if len(self._buffer) < start + length:
+                    break
+                if self._done:
+                    raise self._broken("bytes after the final record")
+                # Opened where it lies (decryption and decompression write new bytes anyway).
+                with memoryview(self._buffer) as buffer, buffer[start : start + length] as body:
+                    out.append(self._open(body, final))
+                at = start + length
+                size += len(out[-1])
+                self._done = final
+        finally:
+            del self._buffer[:at]  # once, not after every record
+        return out
+
+    @property
+    def ready(self) -> bool:
+        """Whether a whole record is pushed and not yet taken (take would decode it)."""
+        if len(self._buffer) < _LENGTH.size:
+            return False
+        (word,) = _LENGTH.unpack_from(self._buffer)
+        length = word & ~_FINAL
+        return length > self._limit or len(self._buffer) >= _LENGTH.size + length  # take refuses the first
 
     def finish(self) -> bytes:
         if self._skip:
@@ -241,11 +376,12 @@ class Decoder:
             raise self._broken(f"truncated: it ends after record {self._index - 1} without its final record")
         return b""
 
-    def _open(self, body: bytes, final: bool) -> bytes:
+    def _open(self, record: memoryview, final: bool) -> bytes:
+        body: bytes | memoryview = record
         if self._aead is not None:
             try:
                 body = self._aead.decrypt(
-                    _nonce(self._header.nonce_prefix, self._index), body, self._header.raw + bytes([final])
+                    _nonce(self._header.nonce_prefix, self._index), record, self._header.raw + bytes([final])
                 )
             except InvalidTag:
                 raise self._broken(
@@ -254,7 +390,7 @@ class Decoder:
                 ) from None
         self._index += 1
         if self._zstd is None:
-            return body
+            return bytes(body)
         try:
             size = zstandard.frame_content_size(body)
             if not 0 <= size <= self._header.segment:

@@ -41,12 +41,24 @@ async def check_against_metadata(store: ObjectStore, key: str, sha256: str) -> d
         return {}  # not one of our backups (no metadata): etcdutl's own checksum still applies
     if not isinstance(meta, dict):
         return {}
-    # The snapshot's own sha256 (what is read back once decoded); older metadata has only
-    # "sha256", which for a plain object is the same.
-    recorded = meta.get("snapshotSha256") or meta.get("sha256")
+    recorded = _recorded(meta)
     if recorded and recorded != sha256:
         raise RestoreFailed(f"backup {key} is corrupt: sha256 {sha256} where its metadata says {recorded}")
     return meta
+
+
+def _recorded(meta: dict[str, object]) -> object:
+    # The snapshot's own sha256 (what is read back once decoded); older metadata has only
+    # "sha256", which for a plain object is the same.
+    return meta.get("snapshotSha256") or meta.get("sha256")
+
+
+def sha256_checked(meta: dict[str, object]) -> bool:
+    """Whether check_against_metadata compared the snapshot read with a sha256 its metadata
+    recorded. The backup job recorded it from a snapshot whose trailing checksum the etcd client
+    had verified, so bytes that passed need no second pass of etcdutl's own check."""
+    recorded = _recorded(meta)
+    return isinstance(recorded, str) and recorded != ""
 
 
 def restored(key: str, size: int, sha256: str, meta: dict[str, object]) -> Restored:

@@ -12,10 +12,11 @@ import hashlib
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import trio
 
-from actors.backup.encoded_store import encoded, unencoded
+from actors.backup.encoded_store import EncodedStore, encoded, unencoded
 from actors.backup.envelope import MAGIC, is_envelope
 from actors.backup.point_in_time import plan_point_in_time
 from actors.backup.ports import BackupKeySource, BackupResolver, Restored
@@ -23,6 +24,7 @@ from actors.backup.restore_checks import (
     check_against_metadata,
     resolve_source,
     restored,
+    sha256_checked,
     store_errors_fail_the_restore,
 )
 from actors.errors import RestoreFailed, StoreError
@@ -32,7 +34,12 @@ from supervisor.etcd.errors import EtcdError
 from supervisor.local.runtime import LocalRuntime
 from supervisor.local.scratch import ScratchVerifier, find_etcdutl
 from supervisor.runtime import leaf_exceptions
-from supervisor.stores.local import READ_CHUNK, LocalDirectoryStore, write_hashing
+from supervisor.stores.local import READ_CHUNK, LocalDirectoryStore
+
+# Decoded bytes per hand-over between the reading and the writing threads, and how many such
+# batches are read ahead of the one being written: memory stays a few batches.
+FETCH_BATCH = 4 << 20
+FETCH_AHEAD = 2
 
 
 class LocalRestorer:
@@ -77,7 +84,8 @@ class LocalRestorer:
         try:
             size, sha256 = await _fetch(store, key, snapshot)
             meta = await check_against_metadata(store, key, sha256)
-            await self._etcdutl_restore(launch, snapshot)
+            # Matched the sha256 the backup recorded: etcdutl's own check would read it all again.
+            await self._etcdutl_restore(launch, snapshot, checked=sha256_checked(meta))
         finally:
             snapshot.unlink(missing_ok=True)
         return size, sha256, meta
@@ -141,7 +149,9 @@ class LocalRestorer:
         # The cluster's own version restores its seed (3.4 has no etcdutl: its etcdctl does it).
         return self._runtime.builds.etcdutl(version) or find_etcdutl(self._runtime.etcd_binary)
 
-    async def _etcdutl_restore(self, launch: MemberLaunch, snapshot: Path) -> None:
+    async def _etcdutl_restore(self, launch: MemberLaunch, snapshot: Path, *, checked: bool = False) -> None:
+        """`checked`: the snapshot's sha256 was compared with its metadata's already, so etcdutl
+        skips its own pass over the file (it still cuts the trailing checksum off)."""
         data_dir = self._runtime.member_dir(launch.cluster, launch.name) / "data"
         token = f"{launch.cluster.namespace}-{launch.cluster.name}-restored-{secrets.token_hex(4)}"
         argv = [
@@ -149,6 +159,7 @@ class LocalRestorer:
             f"--data-dir={data_dir}", f"--name={launch.name}",
             f"--initial-cluster={launch.initial_cluster_flag()}",
             f"--initial-advertise-peer-urls={launch.urls.peer_url}", f"--initial-cluster-token={token}",
+            *(["--skip-hash-check"] if checked else []),
         ]  # fmt: skip
         done = await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False)
         if done.returncode != 0:
@@ -174,16 +185,45 @@ async def _plain_file(store: ObjectStore, key: str) -> bool:
 
 
 async def _fetch(store: ObjectStore, key: str, target: Path) -> tuple[int, str]:
-    """The object into `target`: its size and sha256 (hashed and written side by side)."""
+    """The object into `target`: its size and sha256. The next pieces are read (decrypted,
+    decompressed) a few ahead in one worker thread while others are hashed and written in
+    another, a few segments per hand-over (each one costs the event loop as much as hashing a
+    fair part of a segment)."""
     digest, size = hashlib.sha256(), 0
+    send, receive = trio.open_memory_channel[list[bytes]](FETCH_AHEAD)
+
+    async def read() -> None:
+        async with send:
+            if isinstance(store, EncodedStore):
+                async for pieces in store.get_batches(key, FETCH_BATCH):
+                    await send.send(pieces)
+            else:
+                async for chunk in store.get_stream(key):
+                    await send.send([chunk])
+
     out = await trio.to_thread.run_sync(target.open, "wb")
     try:
-        async for chunk in store.get_stream(key):
-            await write_hashing(out, digest, chunk)
-            size += len(chunk)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            async with receive:
+                async for pieces in receive:
+                    await trio.to_thread.run_sync(_hash_and_write, out, digest, pieces)
+                    size += sum(map(len, pieces))
+    except BaseExceptionGroup as group:
+        # The store's error (or the write's), not the other side's closed channel.
+        leaves = [
+            e for e in leaf_exceptions(group) if not isinstance(e, trio.Cancelled | trio.BrokenResourceError)
+        ]
+        raise (leaves or [group])[0] from None
     finally:
         await trio.to_thread.run_sync(out.close)
     return size, digest.hexdigest()
+
+
+def _hash_and_write(out: BinaryIO, digest: hashlib._Hash, pieces: list[bytes]) -> None:
+    for piece in pieces:
+        digest.update(piece)
+        out.write(piece)
 
 
 def _hash_file(path: Path) -> tuple[int, str]:

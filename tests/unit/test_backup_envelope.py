@@ -9,6 +9,8 @@ import os
 import struct
 
 import pytest
+import zstandard
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -187,6 +189,70 @@ def test_a_frame_claiming_more_than_a_segment_is_refused_before_decompressing() 
     header[10:14] = struct.pack(">I", SEGMENT)  # the reader is told segments are 64 bytes
     with pytest.raises(BackupCorrupt, match="over a segment"):
         decode(bytes(header) + big[HEADER_SIZE:], no_keys(""), "obj")
+
+
+def opened_frames(blob: bytes, keys: KeyRing) -> list[bytes]:
+    """Each record of a sealed object decrypted: the zstd frame it holds."""
+    header = parse_header(blob, "obj")
+    aead = AESGCM(keys.by_id(header.key_id, "obj").key)
+    out = []
+    for index, record in enumerate(records(blob)):
+        final = bool(struct.unpack(">I", record[:4])[0] >> 31)
+        nonce = header.nonce_prefix + struct.pack(">I", index)
+        out.append(aead.decrypt(nonce, record[4:], header.raw + bytes([final])))
+    return out
+
+
+def test_sealed_segments_that_do_not_compress_are_stored_raw_and_read_as_any_frame() -> None:
+    keys = ring(key=NEW)
+    segment = 256 * 1024
+    random_part, text_part = os.urandom(2 * segment), b"/registry/pods/default/web-%05d " * 30_000
+    data = random_part + text_part[: 2 * segment] + os.urandom(1000)
+    encoder = Encoder(compress=True, key=keys.current(), segment=segment)
+    # Fed in pieces that straddle segments, one of them a bytearray changed once fed.
+    piece = bytearray(data[:100_000])
+    blob = encoder.feed(piece)
+    piece[:] = bytes(len(piece))
+    blob = bytes(blob) + b"".join(
+        bytes(encoder.feed(data[i : i + 300_000])) for i in range(100_000, len(data), 300_000)
+    )
+    blob += encoder.finish()
+
+    frames = opened_frames(blob, keys)
+    params = [zstandard.get_frame_parameters(frame) for frame in frames]
+    # The random segments as raw blocks: no compressor, no checksum (GCM authenticates them),
+    # the content size written as in every frame. Text is compressed, and so is a last segment
+    # too short to sample (1000 bytes).
+    assert [p.has_checksum for p in params] == [False, False, True, True, True]
+    assert [p.content_size for p in params] == [segment] * 4 + [1000]
+    # The frame header, then blocks of at most 128 KiB, each within one piece fed: 100,000 bytes
+    # of the first piece, then 131,072 + 31,072 of the second.
+    assert len(frames[0]) == segment + 9 + 3 * 3
+    assert encoder.raw_segments == 2 and len(frames[2]) < segment / 10
+    # Any zstd reader reads them; so does the decoder, in pieces of any size.
+    assert b"".join(zstandard.ZstdDecompressor().decompress(f) for f in frames) == data
+    decoder = Decoder(parse_header(blob, "obj"), keys, "obj")
+    assert b"".join(decoder.feed(blob[i : i + 70_000]) for i in range(0, len(blob), 70_000)) == data
+    decoder.finish()
+
+
+def test_raw_segments_fed_in_small_pieces_stay_within_what_a_reader_allows() -> None:
+    keys = ring(key=NEW)
+    data = os.urandom(3 * 256 * 1024)
+    encoder = Encoder(compress=True, key=keys.current(), segment=256 * 1024)
+    blob = b"".join(bytes(encoder.feed(data[i : i + 100])) for i in range(0, len(data), 100))
+    blob += encoder.finish()
+    assert encoder.raw_segments == 3
+    # A 3-byte block header per 100-byte piece would be 3 % more than a segment, over the
+    # reader's allowance (zstd's bound for what does not compress: 1/128 more, plus 512).
+    assert max(len(r) for r in records(blob)) <= 4 + 256 * 1024 + 9 + 3 * 2 + 16
+    assert decode(blob, keys, "obj") == data
+
+
+def test_a_compressed_object_without_a_key_keeps_the_checksum_of_every_frame() -> None:
+    blob, encoder = encode(os.urandom(600_000), compress=True, key=None)
+    assert encoder.raw_segments == 0
+    assert zstandard.get_frame_parameters(records(blob)[0][4:]).has_checksum
 
 
 def test_key_problems_turn_backup_healthy_false_at_once_by_name() -> None:
