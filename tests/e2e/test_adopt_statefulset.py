@@ -373,9 +373,9 @@ def settled(cluster: Cluster, ns: str, size: int) -> bool:
     urls = client_urls(live)
     return (
         status(cluster, ns).get("phase") == "Running"
-        and sorted(live) == ours(size)
-        and voter_names(urls) == ours(size)
-        and member_names(urls) == ours(size)
+        and ours(sorted(live), size)
+        and voter_names(urls) == sorted(live)
+        and member_names(urls) == sorted(live)
     )
 
 
