@@ -125,12 +125,13 @@ class SpecVersionVerifier:
     def binary(self) -> Path:
         return self._runtime.builds.etcd(self._version()) or self._runtime.etcd_binary
 
+    def _verifier(self) -> SnapshotVerifier:
+        return ScratchVerifier(self._scratch_dir, self.binary(), self._runtime.scratch_ports)
+
     async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
-        verifier: SnapshotVerifier = ScratchVerifier(self._scratch_dir, self.binary())
-        return await verifier.restored_hash(snapshot)
+        return await self._verifier().restored_hash(snapshot)
 
     async def replayed_hash(
         self, snapshot: AsyncIterable[bytes], changes: Sequence[Change], target: int, *, compact_to: int = 0
     ) -> KvHash:
-        verifier = ScratchVerifier(self._scratch_dir, self.binary())
-        return await verifier.replayed_hash(snapshot, changes, target, compact_to=compact_to)
+        return await self._verifier().replayed_hash(snapshot, changes, target, compact_to=compact_to)

@@ -135,7 +135,7 @@ class LocalRestorer:
         finally:
             await store.aclose()
         try:
-            verifier = ScratchVerifier(member_dir, self._runtime.etcd_binary)
+            verifier = ScratchVerifier(member_dir, self._runtime.etcd_binary, self._runtime.scratch_ports)
             kv_hash = await verifier.replayed(snapshot, plan.changes, source.revision, out=replayed)
             await self._etcdutl_restore(launch, replayed)
         except (OSError, ValueError, EtcdError) as exc:

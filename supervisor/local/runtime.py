@@ -14,8 +14,8 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -144,6 +144,7 @@ class LocalRuntime:
         self._closing = False
         self._starts = 0
         self._unexpected_exits = 0
+        self._scratch_ports: set[int] = set()  # held by throwaway etcds (scratch_ports)
 
     # --- beyond the port -----------------------------------------------------------------------
 
@@ -487,8 +488,21 @@ class LocalRuntime:
             return
         self._subscribers.dispatch(*key)
 
+    @contextmanager
+    def scratch_ports(self, count: int) -> Iterator[list[int]]:
+        """Ports for a throwaway etcd (a backup's verification, a restore's replay): none that
+        is promised to a member (one allocated and not started yet, or restarting), and none
+        promised to a member while the throwaway holds them. Either would leave the member unable
+        to bind its port."""
+        ports = processes.pick_free_ports(count, taken=self._ports_taken())
+        self._scratch_ports.update(ports)
+        try:
+            yield ports
+        finally:
+            self._scratch_ports.difference_update(ports)
+
     def _ports_taken(self) -> set[int]:
-        taken: set[int] = set()
+        taken = set(self._scratch_ports)
         for path in self._layout.all_member_files():
             stored = read_member(MemberLayout(path.parent))
             if stored is None:

@@ -28,7 +28,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import trio
@@ -36,11 +37,13 @@ import trio
 from actors.backup.deltas import Change
 from actors.backup.records import KvHash
 from supervisor import pki
-from supervisor.etcd.client import open_etcd_client
+from supervisor.etcd.client import EtcdClient, open_etcd_client
+from supervisor.etcd.client_base import sole_error
 from supervisor.etcd.head_hash import hash_at_head
 from supervisor.etcd.replay import replaying, wait_serving
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
+from supervisor.local.etcd_log import last_error_line
 from supervisor.local.layout import write_file_atomically
 
 log = logging.getLogger(__name__)
@@ -75,12 +78,24 @@ def _is_script(path: Path) -> bool:
         return f.read(2) == b"#!"
 
 
+# Where a scratch etcd listens: `count` ports held for the block (LocalRuntime.scratch_ports
+# keeps them apart from its members').
+PortHolder = Callable[[int], AbstractContextManager[list[int]]]
+
+
+@contextlib.contextmanager
+def any_free_ports(count: int) -> Iterator[list[int]]:
+    """Free loopback ports, for a scratch etcd beside no runtime (a benchmark's)."""
+    yield processes.pick_free_ports(count, taken=set())
+
+
 class ScratchVerifier:
     """actors.backup.ports.SnapshotVerifier on loopback processes (local mode)."""
 
-    def __init__(self, work_dir: Path, etcd_binary: Path) -> None:
+    def __init__(self, work_dir: Path, etcd_binary: Path, ports: PortHolder = any_free_ports) -> None:
         self._work_dir = work_dir
         self._etcd = etcd_binary
+        self._ports = ports
         self.restore_tool = find_etcdutl(etcd_binary)
 
     async def restored_hash(self, snapshot: AsyncIterable[bytes]) -> KvHash:
@@ -89,11 +104,11 @@ class ScratchVerifier:
         try:
             db = scratch / "snapshot.db"
             await _write(db, snapshot)
-            peer, client = processes.pick_free_ports(2, taken=set())
-            await self._restore(db, scratch / "data", peer)
-            async with self._serving(scratch, peer, client) as (url, tls):
-                with trio.fail_after(START_TIMEOUT):
-                    return await hash_at_head(url, tls=tls)
+            with self._ports(2) as (peer, client):
+                await self._restore(db, scratch / "data", peer)
+                async with self._serving(scratch, peer, client) as (url, tls):
+                    with trio.fail_after(START_TIMEOUT):
+                        return await hash_at_head(url, tls=tls)
         finally:
             await trio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
 
@@ -122,22 +137,17 @@ class ScratchVerifier:
         original revision numbering). `out`: where its snapshot goes once replayed (a restore)."""
         scratch = Path(tempfile.mkdtemp(prefix="replay-", dir=snapshot.parent))
         try:
-            peer, client_port = processes.pick_free_ports(2, taken=set())
-            await self._restore(snapshot, scratch / "data", peer)
-            async with (
-                self._serving(scratch, peer, client_port, await self._no_fsync()) as (url, tls),
-                open_etcd_client([url], tls=tls, call_timeout=30.0) as client,
-            ):
-                with trio.fail_after(START_TIMEOUT):
-                    await wait_serving(client)
-                async with replaying(client, url, changes, target, compact_to=compact_to) as kv_hash:
-                    if out is not None:
-                        async with await trio.open_file(out, "wb") as f:
-
-                            async def write(piece: bytes) -> None:
-                                await f.write(piece)
-
-                            await client.snapshot(write, endpoint=url)
+            with self._ports(2) as (peer, client_port):
+                await self._restore(snapshot, scratch / "data", peer)
+                async with (
+                    self._serving(scratch, peer, client_port, await self._no_fsync()) as (url, tls),
+                    open_etcd_client([url], tls=tls, call_timeout=30.0) as client,
+                ):
+                    with trio.fail_after(START_TIMEOUT):
+                        await wait_serving(client)
+                    async with replaying(client, url, changes, target, compact_to=compact_to) as kv_hash:
+                        if out is not None:
+                            await _snapshot_into(out, client, url)
             return kv_hash
         finally:
             await trio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
@@ -178,14 +188,31 @@ class ScratchVerifier:
             f"--cert-file={server.cert_file}", f"--key-file={server.key_file}",
             f"--trusted-ca-file={server.ca_file}", "--client-cert-auth", *extra,
         ]  # fmt: skip
-        with (scratch / "etcd.log").open("wb") as log_file:
+        log_path = scratch / "etcd.log"
+        with log_path.open("wb") as log_file:
             process = await trio.lowlevel.open_process(argv, stdout=log_file, stderr=log_file)
         try:
-            yield url, root
+            try:
+                async with trio.open_nursery() as nursery:
+                    with trio.CancelScope() as block:
+                        nursery.start_soon(_cancel_on_exit, process, block)
+                        yield url, root
+                    nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                raise sole_error(group) from None  # the block's own error, as it raised it
+            if block.cancelled_caught:
+                # Not a wait to the end of START_TIMEOUT for an etcd that is gone (a port taken).
+                why = last_error_line(log_path) or "no error logged"
+                raise ValueError(f"the scratch etcd exited with {process.returncode} ({why})")
         finally:
             with trio.CancelScope(shield=True):
                 process.kill()
                 await process.wait()
+
+
+async def _cancel_on_exit(process: trio.Process, block: trio.CancelScope) -> None:
+    await process.wait()
+    block.cancel()
 
 
 def scratch_tls(directory: Path) -> tuple[TlsFiles, TlsFiles]:
@@ -206,6 +233,15 @@ def scratch_tls(directory: Path) -> tuple[TlsFiles, TlsFiles]:
         write_file_atomically(directory / f"{stem}.crt", pair.cert_pem(), mode=0o644)
         files.append(TlsFiles(directory / "ca.crt", directory / f"{stem}.crt", directory / f"{stem}.key"))
     return files[0], files[1]
+
+
+async def _snapshot_into(out: Path, client: EtcdClient, url: str) -> None:
+    async with await trio.open_file(out, "wb") as f:
+
+        async def write(piece: bytes) -> None:
+            await f.write(piece)
+
+        await client.snapshot(write, endpoint=url)
 
 
 async def _write(path: Path, chunks: AsyncIterable[bytes]) -> None:

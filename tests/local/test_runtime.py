@@ -5,18 +5,25 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
 import trio
 
 from actors.model import ClusterRef, MemberLaunch, ProcessState
+from supervisor.aio import open_asyncio_loop
 from supervisor.local import open_local_runtime
+from supervisor.local import processes
 from supervisor.local.processes import pid_is_alive
 from supervisor.local.runtime import StateDirInUse
+from supervisor.local.scratch import ScratchVerifier
 from tests.harness.poll import eventually
 
 from .conftest import CLUSTER, PLAIN, etcdctl, member, start_seed, wait_healthy, wait_member, wait_running
@@ -311,3 +318,56 @@ async def test_a_version_not_installed_keeps_a_member_on_the_version_it_ran(runt
     assert running.config == runtime.member_config(PLAIN).fingerprint
     recorded = json.loads((runtime.member_dir(CLUSTER, "demo-0") / "process.json").read_text())
     assert recorded["argv"][0] == str(etcd_binary)
+
+
+def _free_run_of_ports(count: int) -> int:
+    """The first of `count` consecutive ports bindable now, in this worker's member range."""
+    first, last = processes._member_port_range()
+    for start in range(first, last - count, count):
+        if all(processes._bindable(port) for port in range(start, start + count)):
+            return start
+    raise AssertionError("no run of free ports")
+
+
+async def test_a_scratch_etcd_never_gets_a_port_promised_to_a_member_nor_the_reverse(runtime, monkeypatch):
+    """Backups are verified, and restores replayed, in throwaway etcds while members come and
+    go: a scratch that took the port of a member allocated and not started yet (or restarting)
+    would leave that member unable to bind it."""
+    start = _free_run_of_ports(6)
+    monkeypatch.setenv(processes.PORT_RANGE_ENV, f"{start}-{start + 5}")
+    urls = await runtime.allocate_member(CLUSTER, "demo-0", PLAIN)  # promised, not started
+    promised = {urlsplit(urls.peer_url).port, urlsplit(urls.client_url).port}
+    for _ in range(10):  # six ports, three promised: a blind pick of two would hit one soon
+        with runtime.scratch_ports(2) as held:
+            assert not promised & set(held)
+            with pytest.raises(OSError, match="no 3 free loopback ports"):
+                await runtime.allocate_member(CLUSTER, "demo-1", PLAIN)
+    # Given back at the end of the block: a member may have them now.
+    assert await runtime.allocate_member(CLUSTER, "demo-1", PLAIN)
+
+
+async def test_a_scratch_etcd_that_cannot_start_fails_at_once(runtime, tmp_path):
+    """Its exit ends the wait at once, saying why, instead of a wait to START_TIMEOUT."""
+    launch = await start_seed(runtime)
+    await wait_healthy(launch.urls.client_url)
+    snapshot = tmp_path / "snapshot.db"
+    await etcdctl(launch.urls.client_url, "snapshot", "save", str(snapshot))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+
+        @contextmanager
+        def taken_client_port(count: int) -> Iterator[list[int]]:
+            peer, _ = processes.pick_free_ports(2, taken=set())
+            yield [peer, taken.getsockname()[1]]
+
+        verifier = ScratchVerifier(tmp_path / "scratch", runtime.etcd_binary, taken_client_port)
+        with trio.fail_after(60):  # a hang here is the failure this test is about (300 s before)
+            async with open_asyncio_loop():  # the etcd client's
+                with pytest.raises(ValueError, match="scratch etcd exited with 1 .*address already in use"):
+                    await verifier.replayed(snapshot, [], await _head(launch.urls.client_url))
+
+
+async def _head(endpoint: str) -> int:
+    out = await etcdctl(endpoint, "endpoint", "status", "-w", "json")
+    return json.loads(out.stdout)[0]["Status"]["header"]["revision"]
