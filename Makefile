@@ -19,8 +19,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,dev]'
 	touch $@
 
+# Every Debian package the set-up needs, in one apt-get run (tests/envtest/debian-packages.sh):
+# the steps below that use one (etcd34, prometheus, node, netpol) come after it, so that set-up
+# steps run in parallel never queue on dpkg's lock.
+.PHONY: debian
+debian:
+	@tests/envtest/debian-packages.sh
+
 # etcd 3.4 from Debian, for the version tests; only where apt exists and we are root.
-etcd34:
+etcd34: debian
 	@if [ -x /usr/bin/etcd ] && /usr/bin/etcd --version 2>/dev/null | grep -q 'etcd Version: 3.4'; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian etcd-server (etcd 3.4)"; \
@@ -31,7 +38,7 @@ etcd34:
 # Prometheus and promtool from Debian: `promtool check rules` in lint, a real Prometheus in the
 # monitoring tests; only where apt exists and we are root.
 .PHONY: prometheus
-prometheus:
+prometheus: debian
 	@if command -v promtool >/dev/null && command -v prometheus >/dev/null; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian prometheus (server + promtool)"; \
@@ -106,7 +113,12 @@ etcd-default:
 TEST_WORKERS ?= 3
 PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
-test: setup
+# The set-up steps run SETUP_JOBS at a time: on a fresh machine one step's downloads, links and
+# installs overlap another's compiling (each step's output is held until it ends).
+SETUP_JOBS ?= 4
+
+test:
+	@$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target setup
 	@$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests: failing loudly"; exit 1; fi; exit $$rc
 
@@ -180,7 +192,8 @@ test-e2e:
 # be built (no root, no apt) makes those tests skip, or fail under CI=true.
 .PHONY: node test-e2e-node
 setup: node
-node:
+# After envtest: the node's binaries reuse the API server's compiled Kubernetes packages.
+node: debian envtest
 	@tests/envtest/build-node.sh >/dev/null \
 	  || echo "the e2e node could not be built; its tests will skip (fail under CI=true)"
 
@@ -190,7 +203,7 @@ node:
 # NetworkPolicy test skips (fails under CI=true).
 .PHONY: netpol
 setup: netpol
-netpol:
+netpol: debian
 	@tests/envtest/build-kube-router.sh >/dev/null \
 	  || echo "kube-router not built (Go or apt missing?); the NetworkPolicy test will skip (fail under CI=true)"
 
