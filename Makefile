@@ -113,7 +113,7 @@ etcd-default:
 TEST_WORKERS ?= 3
 PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
-# `make -j4 setup` works too (the steps' order above holds for it), but saves nothing measurable
+# `make -j4 setup` works too (apt runs once, before the steps that need it), but saves nothing measurable
 # on two cores: a cold set-up took 21.2 minutes with -j4 and 21.3 without (2026-11-27/28).
 test: setup
 	@$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS); rc=$$?; \

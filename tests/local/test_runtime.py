@@ -19,8 +19,7 @@ import trio
 
 from actors.model import ClusterRef, MemberLaunch, ProcessState
 from supervisor.aio import open_asyncio_loop
-from supervisor.local import open_local_runtime
-from supervisor.local import processes
+from supervisor.local import open_local_runtime, processes
 from supervisor.local.processes import pid_is_alive
 from supervisor.local.runtime import StateDirInUse
 from supervisor.local.scratch import ScratchVerifier
@@ -364,7 +363,7 @@ async def test_a_scratch_etcd_that_cannot_start_fails_at_once(runtime, tmp_path)
         verifier = ScratchVerifier(tmp_path / "scratch", runtime.etcd_binary, taken_client_port)
         with trio.fail_after(60):  # a hang here is the failure this test is about (300 s before)
             async with open_asyncio_loop():  # the etcd client's
-                with pytest.raises(ValueError, match="scratch etcd exited with 1 .*address already in use"):
+                with pytest.raises(ValueError, match=r"scratch etcd exited with 1 .*address already in use"):
                     await verifier.replayed(snapshot, [], await _head(launch.urls.client_url))
 
 
