@@ -107,7 +107,7 @@ def test_a_users_secret_is_served_and_its_renewal_rolled_out_one_pod_at_a_time(
         served = len(serials) == 3 and set(serials.values()) == {serial_of(renewed)}
         # The kubelet updates the Secret volume in place, so a member can serve the renewed
         # pair before its pod is replaced: the roll is done when every pod is new as well.
-        replaced = set(before.values()).isdisjoint(pod_uids(e2e_cluster, ns).values())
+        replaced = set(before.values()).isdisjoint(p["metadata"]["uid"] for p in members)
         return served and replaced
 
     wait_for("every member serving the renewed certificate from a new pod", rolled_out, 240, poll=1.0)
