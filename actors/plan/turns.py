@@ -1,11 +1,12 @@
 """Members taken one at a time (the rolling restarts of `rollout.py`, the storage replacements
 of `storage.py`): when the next one may go, and which one it is.
 
-The gate: every member healthy, each answered since the last step (an earlier answer may come
-from a restarted member's old process, or name a leader since moved), none lagging behind the
-leader's log. The order: followers first, the highest ordinal first; the leader last, after
-leadership moved to a member already done, so the cluster elects at most once. What is done to
-the member, and what happens when the leader has nobody to hand over to, is each planner's own.
+The gate: every member healthy and reported ready by its runtime (a pod's Ready), each
+answered since the last step (an earlier answer may come from a restarted member's old process,
+or name a leader since moved), none lagging behind the leader's log. The order: followers first,
+the highest ordinal first; the leader last, after leadership moved to a member already done, so
+the cluster elects at most once. What is done to the member, and what happens when the leader
+has nobody to hand over to, is each planner's own.
 Pure.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Container
 import attrs
 
 from actors.actions import Wait
-from actors.model import EtcdMember
+from actors.model import EtcdMember, ProcessState
 from actors.observed import Observed
 from actors.plan.common import ordinal_of
 
@@ -31,6 +32,12 @@ def one_at_a_time(observed: Observed, what: str) -> Wait | None:
     unhealthy = [observed.display_name(m) for m in observed.members if not observed.healthy(m)]
     if unhealthy:
         return Wait(f"{what} paused: {', '.join(sorted(unhealthy))} not healthy")
+    starting = sorted(r.name for r in observed.running() if r.state is ProcessState.STARTING)
+    if starting:
+        # Healthy to etcd, not yet to its runtime: on Kubernetes a pod whose readiness probe
+        # has not passed yet. The Services, the disruption budget and the cluster's users
+        # count it down, so taking the next member now would show two down at once.
+        return Wait(f"{what} waits for {', '.join(starting)} to be reported ready")
     unconfirmed = sorted(observed.answered_before_step & set(observed.health))
     if unconfirmed:
         return Wait(f"{what} waits for {', '.join(unconfirmed)} to answer since the last step")

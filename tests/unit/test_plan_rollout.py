@@ -8,7 +8,7 @@ from actors.actions import AddLearner, EnableDowngrade, MoveLeader, RollMember, 
 from actors.assess import assess, upgrading_condition
 from actors.model import ClusterSpec, MemberConfig
 from actors.plan import plan
-from tests.unit.facts import EXITED, cluster, em, hl, observed, rt
+from tests.unit.facts import EXITED, RUNNING, STARTING, cluster, em, hl, observed, rt
 
 OLD, NEW = "fingerprint-of-3.5.35", "fingerprint-of-3.6.16"
 SPEC = ClusterSpec(size=3, version="3.6.16")
@@ -50,6 +50,18 @@ def test_nothing_rolls_while_a_member_is_unhealthy_or_lagging():
     health["demo-2"] = hl(2, index=5000, applied=1000)  # just restarted, replaying its log
     step, _ = rolling(runtime, members, health, {"demo-2": NEW})
     assert step == Wait("rolling restart waits for demo-2 to catch up")
+
+
+def test_the_next_member_waits_until_the_restarted_one_is_reported_ready_not_only_answering():
+    # demo-2 restarted and answers etcd's health, but its pod's readiness probe has not passed
+    # yet: Services and the disruption budget count it down, so demo-1 must not go now.
+    runtime, members, health = cluster(3)
+    runtime[2] = attrs.evolve(runtime[2], state=STARTING)
+    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+    assert step == Wait("rolling restart waits for demo-2 to be reported ready")
+    runtime[2] = attrs.evolve(runtime[2], state=RUNNING)
+    step, _ = rolling(runtime, members, health, {"demo-2": NEW})
+    assert isinstance(step, RollMember) and step.name == "demo-1"
 
 
 def test_never_during_a_membership_change():
