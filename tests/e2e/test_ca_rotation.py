@@ -29,11 +29,10 @@ from supervisor import pki
 from supervisor.etcd import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube.certificates import trust_of
-from tests.e2e.test_version_skew import kill_operator
 from tests.harness import images
 from tests.harness import members_on_nodes as on
 from tests.harness.cluster import Cluster
-from tests.harness.formation import form_cluster, run_operator, wait_for
+from tests.harness.formation import form_cluster, kill_operator, run_operator, wait_for
 from tests.harness.history import KvWorkload
 from tests.harness.node import ROOT
 from tests.harness.served_cert import served_certificate

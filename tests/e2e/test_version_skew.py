@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,14 @@ import pytest
 from tests.harness import images
 from tests.harness import members_on_nodes as on
 from tests.harness.cluster import Cluster
-from tests.harness.formation import POD_LINE, form_cluster, import_pinned_etcd, run_operator, wait_for
+from tests.harness.formation import (
+    POD_LINE,
+    form_cluster,
+    import_pinned_etcd,
+    kill_operator,
+    run_operator,
+    wait_for,
+)
 from tests.harness.history import KvWorkload
 from tests.harness.node import ROOT
 from tests.harness.watch import KubectlWatch
@@ -29,13 +34,6 @@ from tests.harness.watch import KubectlWatch
 NAME = "skew"
 BROKEN = "3.7.99"  # an image tagged so, whose etcd exits at once
 SELECTOR = on.member_selector(NAME)
-
-
-def kill_operator(namespace: str) -> None:
-    """SIGKILL the operator watching `namespace` (its process group: the wrapper and the daemon)."""
-    found = subprocess.run(["pgrep", "-f", f"--namespace {namespace}"], capture_output=True, text=True)
-    for pid in found.stdout.split():
-        subprocess.run(["kill", f"-{signal.SIGKILL.value}", pid], check=False)
 
 
 @attrs.define

@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -365,6 +366,13 @@ def tls_files(cluster: Cluster, namespace: str, name: str, work: Path) -> list[s
         (work / key).write_bytes(base64.b64decode(data[key]))
         flags.append(f"--{flag}={work / key}")
     return flags
+
+
+def kill_operator(namespace: str) -> None:
+    """SIGKILL the operator watching `namespace` (its process group: the wrapper and the daemon)."""
+    found = subprocess.run(["pgrep", "-f", f"--namespace {namespace}"], capture_output=True, text=True)
+    for pid in found.stdout.split():
+        subprocess.run(["kill", f"-{signal.SIGKILL.value}", pid], check=False)
 
 
 @contextlib.contextmanager
