@@ -169,10 +169,14 @@ class Gaps:
     longest: float = 0.0
 
     def measure(self) -> float:
-        ok = sorted(op.returned for op in self.workload.history.operations if op.outcome == "ok")
-        gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(ok)]
-        self.longest = max(gaps, default=0.0)
+        begin, end = self.bounds()
+        self.longest = (end - begin) / 1e9
         return self.longest
+
+    def bounds(self) -> tuple[int, int]:
+        """The longest stretch's two answers (time.monotonic_ns()); (0, 0) with fewer than two."""
+        ok = sorted(op.returned for op in self.workload.history.operations if op.outcome == "ok")
+        return max(itertools.pairwise(ok), key=lambda pair: pair[1] - pair[0], default=(0, 0))
 
 
 @contextlib.contextmanager
