@@ -28,16 +28,6 @@ from .txn import Delete, Put, TxnOp
 SHORTEST_REFRESH = 0.2
 
 
-async def wait_serving(client: EtcdClient) -> None:
-    """Until a freshly started scratch member answers (the caller bounds the wait)."""
-    while True:
-        try:
-            await client.current_revision()
-            return
-        except EtcdError:
-            await trio.sleep(0.1)
-
-
 @asynccontextmanager
 async def replaying(
     client: EtcdClient, url: str, changes: Sequence[Change], target: int, *, compact_to: int = 0

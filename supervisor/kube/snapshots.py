@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -35,8 +35,8 @@ from actors.model import ClusterRef, ClusterSpec, MemberLaunch, RestoreSpec, Sto
 from actors.store_port import ObjectStore
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.errors import EtcdError
-from supervisor.etcd.head_hash import hash_at_head
-from supervisor.etcd.replay import replaying, wait_serving
+from supervisor.etcd.head_hash import answer_within, hash_at_head, wait_serving
+from supervisor.etcd.replay import replaying
 from supervisor.etcd.tls import TlsFiles
 from supervisor.kube import manifests as m
 from supervisor.kube import pod_nudge as nudge
@@ -205,9 +205,9 @@ class KubeVerifier:
         )
         async with open_snapshot_pod(self._client, self._ref, pod) as name:
             path = m.core_path(self._ref.namespace, "pods", name)
-            await _push(self._client, path, token, snapshot, tls)
+            sent = await _push(self._client, path, token, snapshot, tls)
             ip = await wait_for_pod(self._client, path, _running_ip)
-            with trio.fail_after(POD_TIMEOUT):
+            with _answering_within(name, sent):
                 if tls is None:
                     return await hash_at_head(f"http://{ip}:{m.CLIENT_PORT}")
                 scratch_tls = attrs.evolve(tls, server_name=POD_SERVER_NAME)
@@ -231,6 +231,18 @@ class KubeVerifier:
             component=pods.COMPONENT_DELTA_VERIFY,
         ) as (_, _, kv_hash, _):
             return kv_hash
+
+
+@contextlib.contextmanager
+def _answering_within(pod: str, received: Received) -> Iterator[None]:
+    """Bounds the wait for a scratch pod's etcd to answer by its snapshot's size; then
+    SnapshotPodFailed, so the backup is tried again on a new pod instead of waiting out
+    POD_TIMEOUT (the warnings head_hash logged meanwhile say what failed)."""
+    within = answer_within(received.size)
+    with trio.move_on_after(within) as waited:
+        yield
+    if waited.cancelled_caught:
+        raise SnapshotPodFailed(f"the etcd of pod {pod} did not answer within {within:.0f}s of starting")
 
 
 def _running_ip(pod: Mapping[str, Any]) -> str | None:
@@ -366,8 +378,8 @@ async def replayed_scratch(
         fetched = await _push(client, path, token, snapshot, tls)
         ip = await wait_for_pod(client, path, _running_ip)
         async with _scratch_client(ip, tls) as (etcd, url):
-            with trio.fail_after(POD_TIMEOUT):
-                await wait_serving(etcd)
+            with _answering_within(scratch, fetched):
+                await wait_serving(etcd, url)
             async with replaying(etcd, url, changes, target, compact_to=compact_to) as kv_hash:
                 yield etcd, url, kv_hash, fetched
 

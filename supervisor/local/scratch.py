@@ -39,8 +39,8 @@ from actors.backup.records import KvHash
 from supervisor import pki
 from supervisor.etcd.client import EtcdClient, open_etcd_client
 from supervisor.etcd.client_base import sole_error
-from supervisor.etcd.head_hash import hash_at_head
-from supervisor.etcd.replay import replaying, wait_serving
+from supervisor.etcd.head_hash import hash_at_head, wait_serving
+from supervisor.etcd.replay import replaying
 from supervisor.etcd.tls import TlsFiles
 from supervisor.local import processes
 from supervisor.local.etcd_log import last_error_line
@@ -144,7 +144,7 @@ class ScratchVerifier:
                     open_etcd_client([url], tls=tls, call_timeout=30.0) as client,
                 ):
                     with trio.fail_after(START_TIMEOUT):
-                        await wait_serving(client)
+                        await wait_serving(client, url)
                     async with replaying(client, url, changes, target, compact_to=compact_to) as kv_hash:
                         if out is not None:
                             await _snapshot_into(out, client, url)

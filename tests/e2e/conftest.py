@@ -77,4 +77,7 @@ def operator(e2e_cluster: Cluster, e2e_namespace: str, tmp_path: Path, operator_
         # and last log line ride on the step that starts it again); then the tail.
         steps = [ln for ln in lines if "actors.cluster:" in ln or "supervisor.kube.status:" in ln]
         print(f"operator steps and Events (last 40):\n{''.join(steps[-40:])}")
+        # What went wrong out of the cluster actor's sight (a backup's verify pod, say).
+        warnings = [ln for ln in lines if " WARNING " in ln or " ERROR " in ln]
+        print(f"operator warnings and errors (last 20):\n{''.join(warnings[-20:])}")
         print(f"operator log (tail):\n{''.join(lines[-15:])}")

@@ -176,6 +176,8 @@ class KvWorkload:
     _ok: int = 0
     _progress: trio.Event = attrs.field(factory=trio.Event)
     _finished: bool = False
+    # What ended run() other than a cancellation: a waiter that sees no progress names it.
+    crashed: Exception | None = None
 
     @property
     def acknowledged(self) -> int:
@@ -184,12 +186,17 @@ class KvWorkload:
 
     async def run(self, *, duration: float | None = None) -> History:
         """Until cancelled, ``duration`` seconds have passed, or ``max_operations`` are recorded."""
-        with trio.move_on_after(float("inf") if duration is None else duration):
-            async with trio.open_nursery() as nursery:
-                for client in range(self.clients):
-                    nursery.start_soon(self._client, client)
-        self._finished = True
-        self._progress.set()
+        try:
+            with trio.move_on_after(float("inf") if duration is None else duration):
+                async with trio.open_nursery() as nursery:
+                    for client in range(self.clients):
+                        nursery.start_soon(self._client, client)
+        except Exception as exc:
+            self.crashed = exc
+            raise
+        finally:
+            self._finished = True
+            self._progress.set()
         return self.history
 
     async def wait_for_more(self, count: int = 20, *, timeout: float = 30.0) -> None:
@@ -200,7 +207,7 @@ class KvWorkload:
                 if self._finished:
                     raise RuntimeError(
                         f"the workload stopped after {len(self.history.operations)} operations "
-                        f"(max_operations={self.max_operations}, or its duration)"
+                        f"(max_operations={self.max_operations}, its duration, or {self.crashed!r})"
                     )
                 await self._progress.wait()
 
@@ -235,6 +242,9 @@ class KvWorkload:
                 if len(self.history.operations) >= self.max_operations:
                     return
                 endpoints = list(self.endpoints)
+                if not endpoints:  # no member is Ready yet, or none of the old ones is left
+                    await trio.sleep(0.1)
+                    continue
                 url = endpoints[turn % len(endpoints)]
                 etcd = connections.get(url)
                 if etcd is None:

@@ -255,7 +255,19 @@ def workload_for(cluster: Cluster, namespace: str, name: str, work: Path, max_op
 
 def answers_more(workload: KvWorkload, what: str, count: int = 20, timeout: float = 60) -> None:
     done = workload.acknowledged
-    wait_for(what, lambda: workload.acknowledged >= done + count, timeout)
+    wait_for(what, lambda: workload.acknowledged >= done + count, timeout, details=lambda: lately(workload))
+
+
+def lately(workload: KvWorkload, last: int = 6) -> str:
+    """What a workload that stopped getting answers was doing: its endpoints and last errors."""
+    operations = workload.history.operations
+    errors = [f"  client {o.client} {o.kind}: {o.error}" for o in operations if o.error][-last:]
+    crashed = [f"the workload crashed: {workload.crashed!r}"] if workload.crashed else []
+    return "\n".join(
+        [f"{len(operations)} operations, {workload.acknowledged} answered; endpoints {workload.endpoints}"]
+        + crashed
+        + (["last errors:", *errors] if errors else ["no error recorded"])
+    )
 
 
 @attrs.frozen

@@ -6,15 +6,17 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
+import trio
 
 from actors.errors import RestoreFailed
 from actors.model import ClusterSpec, LocalStore, RestoreSpec, StoreSpec
+from supervisor.etcd.head_hash import answer_within
 from supervisor.kube import manifests as m
 from supervisor.kube import snapshot_pods as pods
 from supervisor.kube.client import KubeClient
 from supervisor.kube.pods import member_ref
-from supervisor.kube.snapshot_transfer import RECEIVE_PORT
-from supervisor.kube.snapshots import KubeRestorer
+from supervisor.kube.snapshot_transfer import RECEIVE_PORT, Received
+from supervisor.kube.snapshots import POD_TIMEOUT, KubeRestorer, SnapshotPodFailed, _answering_within
 from tests.unit.test_kube_manifests import OWNER, REF, launch
 
 IMAGE = "registry.example/etcd-supervisor:1.2"
@@ -167,3 +169,23 @@ async def test_a_point_in_time_restore_without_a_snapshot_below_it_fails_naming_
     source = RestoreSpec(store=StoreSpec(local=LocalStore("/b")), key="ns/main/x.db", revision=1480)
     with pytest.raises(RestoreFailed, match=r"no verified snapshot of ns/main at or below revision 1480"):
         await restorer.restore_seed(launch(ClusterSpec(tls_enabled=False)), source)
+
+
+async def test_a_scratch_etcd_that_never_answers_fails_its_pod_after_a_wait_sized_by_the_snapshot(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Not POD_TIMEOUT's quarter of an hour, during which no other backup is taken: a minute, and
+    a minute per GiB; the backup is then tried again on a new pod."""
+    for size in (1 << 20, 4 << 30):
+        started = trio.current_time()
+        with (
+            pytest.raises(SnapshotPodFailed, match="the etcd of pod p did not answer within"),
+            _answering_within("p", Received(size, "sha")),
+        ):
+            await trio.sleep_forever()
+        waited = trio.current_time() - started
+        assert waited == pytest.approx(answer_within(size))
+        assert 60 <= waited < POD_TIMEOUT
+    assert answer_within(4 << 30) > answer_within(1 << 20) + 200  # a big snapshot rebuilds longer
+    with _answering_within("p", Received(1 << 20, "sha")):
+        await trio.sleep(59)  # one that answers in time is let be
