@@ -27,6 +27,7 @@ from cryptography import x509
 from supervisor import pki
 from supervisor.kube import issued_tls
 from supervisor.kube import manifests as m
+from supervisor.kube.certificates import trust_of
 from tests.harness import members_on_nodes as on
 from tests.harness.certmanager import ca_issuer, cert_manager_dir, renew, running_cert_manager
 from tests.harness.cluster import Cluster
@@ -77,9 +78,17 @@ def _served(ips: list[str], port: int, files: tuple[Path, Path, Path]) -> dict[s
     return {ip: served_certificate(ip, port, *files).serial_number for ip in ips}
 
 
+def _copy(cluster: Cluster, ns: str) -> dict[str, str]:
+    """The cluster's <cluster>-tls Secret's data: the copy of cert-manager's Secrets the members mount."""
+    return dict(cluster.get_json("secret", m.tls_secret_name(m.ClusterRef(ns, NAME)), namespace=ns)["data"])
+
+
+def _serial(data: dict[str, str], key: str) -> int:
+    return int(x509.load_pem_x509_certificate(base64.b64decode(data[key])).serial_number)
+
+
 def _copied_peer(cluster: Cluster, ns: str) -> int:
-    data = cluster.get_json("secret", m.tls_secret_name(m.ClusterRef(ns, NAME)), namespace=ns)["data"]
-    return x509.load_pem_x509_certificate(base64.b64decode(data[m.TLS_PEER_CERT])).serial_number
+    return _serial(_copy(cluster, ns), m.TLS_PEER_CERT)
 
 
 def _etcd_running(pod: dict[str, Any]) -> bool:
@@ -160,18 +169,29 @@ def test_a_cluster_forms_on_cert_managers_certificates_and_rolls_its_renewal(
             )
 
         new_server, new_peer = reissued("server"), reissued("peer")
+        renewed = (new_server.serial_number, new_peer.serial_number)
         most_down = 0
 
         def rolled() -> bool:
             # Down: a member whose etcd is not running (pod deleted, or its container not
-            # started yet). The pod's Ready condition is not the measure: the kubelet reports it
-            # a probe period and a status sync after etcd answers, and the operator gates each
-            # restart on etcd's own health, not on that report.
+            # started yet).
             nonlocal most_down
             live = on.live_members(cluster, ns, NAME)
             most_down = max(most_down, 3 - sum(1 for p in live if _etcd_running(p)))
-            ready_new = [p for p in live if is_ready(p) and p["metadata"]["uid"] not in uids]
-            return len(ready_new) == 3 and _healthy(cluster, ns, NAME) is not None
+            # cert-manager writes each Certificate's Secret by itself and the operator looks every
+            # BROUGHT_LOOK seconds, so the two renewals may reach the copy, and be rolled out, in
+            # two steps. Done once the copy holds both and every member pod was made from it.
+            copy = _copy(cluster, ns)
+            if (_serial(copy, m.TLS_CERT), _serial(copy, m.TLS_PEER_CERT)) != renewed:
+                return False
+            made_from_copy = [
+                p
+                for p in live
+                if is_ready(p)
+                and p["metadata"]["uid"] not in uids
+                and (p["metadata"].get("annotations") or {}).get(m.ANNOTATION_TRUST) == trust_of(copy)
+            ]
+            return len(made_from_copy) == 3 and _healthy(cluster, ns, NAME) is not None
 
         wait_for("every member restarted on the renewed certificates", rolled, 600, poll=0.5)
         rolled_in = time.monotonic() - renewing
