@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from supervisor.aio import open_asyncio_loop
-from tests.harness.etcd import EtcdBinaries, binaries_or_skip, version_params
+from tests.harness.etcd import EtcdBinaries, EtcdCluster, binaries_or_skip, running_cluster, version_params
 
 
 @pytest.fixture(scope="module", params=version_params())
 def binaries(request: pytest.FixtureRequest) -> EtcdBinaries:
     return binaries_or_skip(request.param)
+
+
+@pytest.fixture(scope="module")
+def one_member(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """A one-member cluster of the module's etcd version, shared by the module's tests."""
+    with running_cluster(binaries, tmp_path_factory.mktemp("one-member"), size=1) as cluster:
+        yield cluster
 
 
 @pytest.fixture

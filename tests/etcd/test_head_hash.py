@@ -5,25 +5,18 @@ instead of being waited on in silence until the caller's long deadline."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 import trio
 
 from supervisor.etcd import head_hash, open_etcd_client
-from tests.harness.etcd import EtcdBinaries, EtcdCluster, free_port, running_cluster
-
-
-@pytest.fixture(scope="module")
-def scratch(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    with running_cluster(binaries, tmp_path_factory.mktemp("head-hash"), size=1) as cluster:
-        yield cluster
+from tests.harness.etcd import EtcdCluster, free_port
 
 
 async def test_the_hash_at_head_is_the_members_own_at_its_revision(
-    scratch: EtcdCluster, asyncio_loop: None
+    one_member: EtcdCluster, asyncio_loop: None
 ) -> None:
-    (url,) = scratch.endpoints
+    (url,) = one_member.endpoints
     async with open_etcd_client([url]) as client:
         revision = await client.put(b"/head-hash/k", b"v")
         found = await head_hash.hash_at_head(url)

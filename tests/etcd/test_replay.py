@@ -4,31 +4,22 @@ member, the snapshot's included, outlives the replay's block even when its TTL i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import trio
 
 from actors.backup.deltas import Change
 from actors.backup.leases import GONE_LEASE_TTL, LEASE_GONE
 from supervisor.etcd import open_etcd_client
 from supervisor.etcd.replay import replaying
-from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.etcd import EtcdCluster
 from tests.harness.poll import eventually
 
 SHORT = 3  # seconds: shorter than the replay's block below
 
 
-@pytest.fixture(scope="module")
-def scratch(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    with running_cluster(binaries, tmp_path_factory.mktemp("replay"), size=1) as cluster:
-        yield cluster
-
-
 async def test_a_replay_restores_leases_and_keeps_them_alive_until_its_snapshot(
-    scratch: EtcdCluster, asyncio_loop: None
+    one_member: EtcdCluster, asyncio_loop: None
 ) -> None:
-    (url,) = scratch.endpoints
+    (url,) = one_member.endpoints
     async with open_etcd_client([url]) as client:
         snapshot_lease = await client.lease_grant(SHORT)  # as if restored from the snapshot
         base = await client.put(b"/r/snap", b"v", lease=snapshot_lease)

@@ -3,7 +3,6 @@ connection whose peer went silent is given up."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
@@ -14,24 +13,18 @@ from supervisor.aio import run_asyncio
 from supervisor.etcd.client import open_etcd_client
 from supervisor.etcd.errors import EtcdTimeout
 from supervisor.etcd.transport import ChannelPool, Endpoint, failure, invoke
-from tests.harness.etcd import EtcdBinaries, EtcdCluster, running_cluster
+from tests.harness.etcd import EtcdCluster
 from tests.harness.relay import SilentRelay
 
 
-@pytest.fixture(scope="module")
-def cluster(binaries: EtcdBinaries, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
-    with running_cluster(binaries, tmp_path_factory.mktemp("transport"), size=1) as cluster:
-        yield cluster
-
-
 async def test_a_channel_dropped_while_a_call_connects_is_closed_after_the_call(
-    cluster: EtcdCluster, asyncio_loop: None
+    one_member: EtcdCluster, asyncio_loop: None
 ) -> None:
     # The member left the endpoints (set_endpoints) while a probe of it was connecting: the
     # connection it made after the drop must be closed by the call, or grpclib closes it from
     # its __del__ wherever the garbage collector runs, which breaks the trio-asyncio bridge.
     pool = ChannelPool(None)
-    endpoint = Endpoint.parse(cluster.endpoints[0])
+    endpoint = Endpoint.parse(one_member.endpoints[0])
     used = []
 
     async def status(channel):  # type: ignore[no-untyped-def]
@@ -46,11 +39,11 @@ async def test_a_channel_dropped_while_a_call_connects_is_closed_after_the_call(
 
 
 async def test_a_member_reached_again_after_its_connection_went_silent(
-    cluster: EtcdCluster, asyncio_loop: None
+    one_member: EtcdCluster, asyncio_loop: None
 ) -> None:
     # A member's pod is replaced: the old address is gone without a FIN or RST, and the
     # connection to it would swallow every call for the kernel's quarter of an hour.
-    relay = SilentRelay(urlsplit(cluster.endpoints[0]).port or 0)
+    relay = SilentRelay(urlsplit(one_member.endpoints[0]).port or 0)
     async with trio.open_nursery() as nursery:
         await nursery.start(relay.serve)
         url = f"http://127.0.0.1:{relay.port}"

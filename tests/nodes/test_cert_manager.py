@@ -184,12 +184,13 @@ def test_a_cluster_forms_on_cert_managers_certificates_and_rolls_its_renewal(
             copy = _copy(cluster, ns)
             if (_serial(copy, m.TLS_CERT), _serial(copy, m.TLS_PEER_CERT)) != renewed:
                 return False
+            trust = trust_of(copy)
             made_from_copy = [
                 p
                 for p in live
                 if is_ready(p)
                 and p["metadata"]["uid"] not in uids
-                and (p["metadata"].get("annotations") or {}).get(m.ANNOTATION_TRUST) == trust_of(copy)
+                and (p["metadata"].get("annotations") or {}).get(m.ANNOTATION_TRUST) == trust
             ]
             return len(made_from_copy) == 3 and _healthy(cluster, ns, NAME) is not None
 
