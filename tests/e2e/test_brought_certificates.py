@@ -9,6 +9,7 @@ import base64
 import datetime as dt
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -97,12 +98,14 @@ def test_a_users_secret_is_served_and_its_renewal_rolled_out_one_pod_at_a_time(
     # The user renews the leaves (same CA, same names): a new Secret content is rolled out.
     renewed = leaves_for(ref, ca)
     e2e_cluster.apply([secret_body("my-tls", renewed)], namespace=ns)
-    most_down = 0
+    most_down, worst = 0, ""
 
     def rolled_out() -> bool:
-        nonlocal most_down
+        nonlocal most_down, worst
         members = pods(e2e_cluster, ns, SELECTOR)
-        most_down = max(most_down, 3 - sum(1 for p in members if is_ready(p)))
+        down = 3 - sum(1 for p in members if is_ready(p))
+        if down > most_down:  # the pods as seen then, for a reader of a failure
+            most_down, worst = down, f"{time.strftime('%H:%M:%S')}: {pod_readiness(members)}"
         serials = served_serials(e2e_cluster, ns, files)
         served = len(serials) == 3 and set(serials.values()) == {serial_of(renewed)}
         # The kubelet updates the Secret volume in place, so a member can serve the renewed
@@ -113,7 +116,7 @@ def test_a_users_secret_is_served_and_its_renewal_rolled_out_one_pod_at_a_time(
     wait_for("every member serving the renewed certificate from a new pod", rolled_out, 240, poll=1.0)
     after = pod_uids(e2e_cluster, ns)
     assert sorted(after) == sorted(before) and all(after[n] != before[n] for n in before), (before, after)
-    assert most_down <= 1, f"{most_down} member pods down at once"
+    assert most_down <= 1, f"{most_down} member pods down at once: {worst}"
     wait_for("the cluster Running after the roll", lambda: status().get("phase") == "Running", 120)
     assert (
         etcdctl(e2e_cluster, ns, files, "get", "kept", "--print-value-only").strip()
@@ -121,3 +124,12 @@ def test_a_users_secret_is_served_and_its_renewal_rolled_out_one_pod_at_a_time(
     )
     valid = {c["type"]: c for c in status()["conditions"]}["CertificatesValid"]
     assert valid["status"] == "True" and "my-tls" in valid["message"], valid
+
+
+def pod_readiness(members: list[dict[str, Any]]) -> str:
+    """Each pod's name, uid's start, Ready and whether it is being deleted."""
+    return ", ".join(
+        f"{p['metadata']['name']}/{p['metadata']['uid'][:8]} ready={is_ready(p)}"
+        + (" deleting" if p["metadata"].get("deletionTimestamp") else "")
+        for p in members
+    )
