@@ -93,6 +93,10 @@ def test_a_users_secret_is_served_and_its_renewal_rolled_out_one_pod_at_a_time(
     files = user_files(first, tmp_path)
     assert set(served_serials(e2e_cluster, ns, files).values()) == {serial_of(first)}
     etcdctl(e2e_cluster, ns, files, "put", "kept", "through the user's renewal")
+    # Running says etcd answers; the pods' readiness probes pass a moment later. The roll is
+    # measured from all three Ready, or formation's not-yet-Ready pods would count as its own.
+    ready = lambda: sum(1 for p in pods(e2e_cluster, ns, SELECTOR) if is_ready(p))  # noqa: E731
+    wait_for("every member pod Ready before the renewal", lambda: ready() == 3, 60)
     before = pod_uids(e2e_cluster, ns)
 
     # The user renews the leaves (same CA, same names): a new Secret content is rolled out.
